@@ -1,0 +1,7 @@
+"""ASGI entry point (uvicorn serves this; streaming responses need it)."""
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+application = get_asgi_application()

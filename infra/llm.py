@@ -1,0 +1,55 @@
+"""The LLM adapter: an OpenAI-compatible client from settings; not configured is a valid state."""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+
+import openai
+from django.conf import settings
+
+from .errors import LLMNotConfigured, ServiceUnavailable
+
+log = logging.getLogger(__name__)
+
+
+def llm_configured() -> bool:
+    return bool(settings.LLM_BASE_URL and settings.LLM_MODEL)
+
+
+@functools.lru_cache(maxsize=4)
+def _client(base_url: str, api_key: str, timeout: float, retries: int) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=retries)
+
+
+def get_client() -> openai.OpenAI:
+    if not llm_configured():
+        raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL).")
+    return _client(settings.LLM_BASE_URL, settings.LLM_API_KEY, settings.LLM_TIMEOUT_SECONDS, settings.LLM_MAX_RETRIES)
+
+
+def main_model() -> str:
+    return settings.LLM_MODEL
+
+
+def fast_model() -> str:
+    return settings.LLM_FAST_MODEL or settings.LLM_MODEL
+
+
+def structured_completion(*, system: str, user: str, schema_name: str, schema: dict, fast: bool = True) -> dict:
+    """One chat call constrained by a JSON schema; returns the parsed object.
+
+    Raises ServiceUnavailable (retryable) on transport errors and ValueError on an unparsable answer.
+    """
+    client = get_client()
+    try:
+        resp = client.chat.completions.create(
+            model=fast_model() if fast else main_model(),
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            response_format={"type": "json_schema", "json_schema": {"name": schema_name, "schema": schema, "strict": True}},
+            temperature=0,
+        )
+    except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError) as exc:
+        raise ServiceUnavailable(f"LLM call failed: {exc.__class__.__name__}", code="llm_unavailable") from exc
+    content = resp.choices[0].message.content or ""
+    return json.loads(content)

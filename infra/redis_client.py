@@ -1,0 +1,57 @@
+"""The Redis adapter: one connection pool from REDIS_URL, and the one builder of every key we write."""
+from __future__ import annotations
+
+import functools
+
+import redis
+from django.conf import settings
+
+
+@functools.lru_cache(maxsize=1)
+def _pool() -> redis.ConnectionPool:
+    return redis.ConnectionPool.from_url(
+        settings.REDIS_URL, socket_connect_timeout=1.0, socket_timeout=2.0, health_check_interval=30
+    )
+
+
+def get_redis() -> redis.Redis:
+    return redis.Redis(connection_pool=_pool(), decode_responses=False)
+
+
+def reset_pool() -> None:
+    """Drop pooled connections (after a Redis restart in tests, or a fork)."""
+    if _pool.cache_info().currsize:
+        _pool().disconnect()
+    _pool.cache_clear()
+
+
+class Keys:
+    """Every Redis key is tenant-prefixed and built here, so erase and audits can find them all."""
+
+    @staticmethod
+    def _root() -> str:
+        return settings.REDIS_KEY_PREFIX
+
+    @classmethod
+    def tenant_pattern(cls, tenant_id) -> str:
+        return f"{cls._root()}:t:{tenant_id}:*"
+
+    @classmethod
+    def user_pattern(cls, tenant_id, user_id) -> str:
+        return f"{cls._root()}:t:{tenant_id}:u:{user_id}:*"
+
+    @classmethod
+    def session_buffer(cls, tenant_id, user_id, session_id) -> str:
+        return f"{cls._root()}:t:{tenant_id}:u:{user_id}:buf:{session_id}"
+
+    @classmethod
+    def lock(cls, tenant_id, name: str) -> str:
+        return f"{cls._root()}:t:{tenant_id}:lock:{name}"
+
+    @classmethod
+    def quota(cls, tenant_id, name: str, window: int) -> str:
+        return f"{cls._root()}:t:{tenant_id}:quota:{name}:{window}"
+
+    @classmethod
+    def global_lock(cls, name: str) -> str:
+        return f"{cls._root()}:lock:{name}"

@@ -1,0 +1,7 @@
+"""Long-term memory: records with provenance and history, the vector store, extraction and retrieval."""
+from django.apps import AppConfig
+
+
+class MemoryConfig(AppConfig):
+    name = "memory"
+    default_auto_field = "django.db.models.BigAutoField"

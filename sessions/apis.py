@@ -1,0 +1,126 @@
+"""REST endpoints for sessions and messages: validate, call one service or selector, serialize."""
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from infra.pagination import paginate
+from tenants.selectors import access_end_user
+
+from .models import Message
+from .selectors import access_session, message_list, session_list
+from .services import NewMessage, messages_append, session_close, session_open
+
+
+class SessionOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    user_id = serializers.UUIDField()
+    state = serializers.CharField()
+    title = serializers.CharField()
+    external_id = serializers.CharField(allow_null=True)
+    opened_at = serializers.DateTimeField()
+    last_activity_at = serializers.DateTimeField()
+    closed_at = serializers.DateTimeField(allow_null=True)
+    close_reason = serializers.CharField()
+    previous_id = serializers.UUIDField(allow_null=True)
+    message_count = serializers.IntegerField(source="message_seq")
+
+
+class MessageOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    session_id = serializers.UUIDField()
+    seq = serializers.IntegerField()
+    role = serializers.CharField()
+    content = serializers.CharField()
+    name = serializers.CharField()
+    external_id = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    token_count = serializers.IntegerField()
+    tool_calls = serializers.JSONField()
+    tool_call_id = serializers.CharField()
+
+
+class SessionOpenApi(APIView):
+    class Input(serializers.Serializer):
+        user_id = serializers.UUIDField()
+        title = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+        external_id = serializers.CharField(max_length=255, required=False, allow_null=True, default=None)
+        opened_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+
+    @extend_schema(request=Input, responses={201: SessionOutput, 200: SessionOutput}, operation_id="sessions_open")
+    def post(self, request):
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=data.validated_data.pop("user_id"))
+        session, created = session_open(tenant=tenant, user=user, **data.validated_data)
+        return Response(SessionOutput(session).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class UserSessionListApi(APIView):
+    @extend_schema(responses={200: SessionOutput(many=True)}, operation_id="users_sessions_list")
+    def get(self, request, user_id):
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=user_id)
+        state = request.query_params.get("state")
+        if state not in (None, "open", "closed"):
+            from infra.errors import ValidationFailed
+
+            raise ValidationFailed("state must be 'open' or 'closed'.")
+        return paginate(self, request, session_list(tenant=tenant, user=user, state=state), SessionOutput,
+                        ordering="-opened_at")
+
+
+class SessionDetailApi(APIView):
+    @extend_schema(responses={200: SessionOutput}, operation_id="sessions_get")
+    def get(self, request, session_id):
+        return Response(SessionOutput(access_session(tenant=request.user.tenant, session_id=session_id)).data)
+
+
+class SessionCloseApi(APIView):
+    @extend_schema(request=None, responses={200: SessionOutput}, operation_id="sessions_close")
+    def post(self, request, session_id):
+        session = session_close(tenant=request.user.tenant, session_id=session_id)
+        return Response(SessionOutput(session).data)
+
+
+class MessageInput(serializers.Serializer):
+    role = serializers.ChoiceField(choices=Message.Role.choices)
+    content = serializers.CharField(allow_blank=True, trim_whitespace=False,
+                                    max_length=settings.CONTINUUM_MAX_MESSAGE_CHARS)
+    external_id = serializers.CharField(max_length=255, required=False, allow_null=True, default=None)
+    created_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
+    name = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+    tool_calls = serializers.ListField(child=serializers.DictField(), required=False, default=list, max_length=64)
+    tool_call_id = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
+
+
+class MessageBatchInput(serializers.Serializer):
+    messages = MessageInput(many=True, allow_empty=False, max_length=settings.CONTINUUM_MAX_BATCH)
+
+
+class SessionMessagesApi(APIView):
+    @extend_schema(request=MessageBatchInput, responses={201: MessageOutput(many=True)}, operation_id="messages_append",
+                   description="Append one message (a MessageInput object) or a batch ({\"messages\": [...]}), atomically.")
+    def post(self, request, session_id):
+        body = request.data
+        if isinstance(body, dict) and "messages" in body:
+            data = MessageBatchInput(data=body)
+            data.is_valid(raise_exception=True)
+            items = data.validated_data["messages"]
+        else:
+            data = MessageInput(data=body)
+            data.is_valid(raise_exception=True)
+            items = [data.validated_data]
+        rows = messages_append(tenant=request.user.tenant, session_id=session_id,
+                               items=[NewMessage(**item) for item in items])
+        return Response({"messages": MessageOutput(rows, many=True).data}, status=status.HTTP_201_CREATED)
+
+    @extend_schema(responses={200: MessageOutput(many=True)}, operation_id="messages_list")
+    def get(self, request, session_id):
+        tenant = request.user.tenant
+        session = access_session(tenant=tenant, session_id=session_id)
+        return paginate(self, request, message_list(tenant=tenant, session=session), MessageOutput, ordering="seq")

@@ -1,0 +1,120 @@
+"""Sessions and messages (the provenance anchors), summary anchors, bridge summaries and session links."""
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from django.utils import timezone
+
+
+class Session(models.Model):
+    class State(models.TextChoices):
+        OPEN = "open", "Open"
+        CLOSED = "closed", "Closed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="sessions")
+    user = models.ForeignKey("tenants.EndUser", on_delete=models.CASCADE, related_name="sessions")
+    state = models.CharField(max_length=10, choices=State.choices, default=State.OPEN, db_index=True)
+    title = models.CharField(max_length=255, blank=True, default="")
+    external_id = models.CharField(max_length=255, null=True, blank=True)
+    opened_at = models.DateTimeField(default=timezone.now)
+    last_activity_at = models.DateTimeField(default=timezone.now, db_index=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    close_reason = models.CharField(max_length=20, blank=True, default="")
+    previous = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="next_sessions")
+    # Monotonic per-session message sequence; allocated under a row lock.
+    message_seq = models.PositiveIntegerField(default=0)
+    # Goal of the session as last known (first user message until the goal stack says otherwise).
+    goal = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-opened_at", "id"]
+        indexes = [models.Index(fields=["tenant", "user", "state"])]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "user", "external_id"], name="session_unique_external_id",
+                                    condition=models.Q(external_id__isnull=False)),
+        ]
+
+    def __str__(self):
+        return f"session {self.id} ({self.state})"
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+        TOOL = "tool", "Tool"
+        SYSTEM = "system", "System"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="messages")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField(blank=True, default="")
+    name = models.CharField(max_length=128, blank=True, default="")
+    external_id = models.CharField(max_length=255, null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    token_count = models.PositiveIntegerField(default=0)
+    # Tool calls of an assistant message, or the tool_call_id a tool message answers.
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_call_id = models.CharField(max_length=128, blank=True, default="")
+    extracted_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="message_unique_seq"),
+            models.UniqueConstraint(fields=["session", "external_id"], name="message_unique_external_id",
+                                    condition=models.Q(external_id__isnull=False)),
+        ]
+
+    def __str__(self):
+        return f"{self.role}#{self.seq}"
+
+
+class SummaryAnchor(models.Model):
+    """Older turns of a session folded into a summary ("turns 1–12: …")."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="anchors")
+    first_seq = models.PositiveIntegerField()
+    last_seq = models.PositiveIntegerField()
+    text = models.TextField()
+    token_count = models.PositiveIntegerField(default=0)
+    method = models.CharField(max_length=20, default="extractive")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "first_seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "first_seq"], name="anchor_unique_start")]
+
+
+class BridgeSummary(models.Model):
+    """What a closed session hands to the user's next one. One per session, enforced by the database."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE)
+    session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="bridge")
+    text = models.TextField()
+    goal = models.TextField(blank=True, default="")
+    method = models.CharField(max_length=20, default="extractive")
+    token_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class SessionLink(models.Model):
+    class Kind(models.TextChoices):
+        SAME_USER = "same_user", "Same user"
+        SIMILAR_GOAL = "similar_goal", "Similar goal"
+        REFERENCED_CONTEXT = "referenced_context", "Referenced context"
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE)
+    from_session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="links_out")
+    to_session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="links_in")
+    kind = models.CharField(max_length=24, choices=Kind.choices)
+    score = models.FloatField(default=1.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["from_session", "to_session", "kind"], name="link_unique")]

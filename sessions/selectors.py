@@ -1,0 +1,51 @@
+"""Reads for sessions and messages, each scoped by tenant first."""
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from infra.errors import NotFound
+from tenants.models import EndUser, Tenant
+from tenants.selectors import parse_uuid
+
+from .models import Message, Session
+
+
+def access_session(*, tenant: Tenant, session_id, for_update: bool = False) -> Session:
+    sid = parse_uuid(session_id, what="session")
+    qs = Session.objects.select_related("user", "tenant")
+    if for_update:
+        qs = qs.select_for_update(of=("self",))
+    try:
+        return qs.get(tenant=tenant, id=sid)
+    except Session.DoesNotExist:
+        raise NotFound("Session not found.")
+
+
+def session_list(*, tenant: Tenant, user: EndUser | None = None, state: str | None = None) -> QuerySet[Session]:
+    qs = Session.objects.filter(tenant=tenant)
+    if user is not None:
+        qs = qs.filter(user=user)
+    if state:
+        qs = qs.filter(state=state)
+    return qs
+
+
+def session_open_for_user(*, tenant: Tenant, user: EndUser) -> Session | None:
+    return Session.objects.filter(tenant=tenant, user=user, state=Session.State.OPEN).order_by("-opened_at").first()
+
+
+def session_previous(*, tenant: Tenant, user: EndUser, before: Session) -> Session | None:
+    return (Session.objects.filter(tenant=tenant, user=user, opened_at__lte=before.opened_at)
+            .exclude(id=before.id).order_by("-opened_at").first())
+
+
+def message_list(*, tenant: Tenant, session: Session) -> QuerySet[Message]:
+    return Message.objects.filter(tenant=tenant, session=session).order_by("seq")
+
+
+def access_message(*, tenant: Tenant, message_id) -> Message:
+    mid = parse_uuid(message_id, what="message")
+    try:
+        return Message.objects.select_related("session").get(tenant=tenant, id=mid)
+    except Message.DoesNotExist:
+        raise NotFound("Message not found.")

@@ -1,0 +1,55 @@
+"""Bearer API-key authentication: the key resolves to its tenant, and request.tenant is set once here."""
+from __future__ import annotations
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions, permissions
+
+from .models import TenantApiKey
+
+
+class TenantPrincipal:
+    """The authenticated caller: a tenant acting through one of its keys."""
+
+    is_authenticated = True
+
+    def __init__(self, tenant, api_key):
+        self.tenant = tenant
+        self.api_key = api_key
+
+    def __str__(self):
+        return f"tenant:{self.tenant.slug}"
+
+
+def tenant_from_bearer(header: str):
+    """Resolve an Authorization header to (tenant, key) or raise AuthenticationFailed."""
+    scheme, _, token = (header or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise exceptions.NotAuthenticated("Authorization: Bearer <api key> is required.")
+    token = token.strip()
+    prefix, dot, _ = token.partition(".")
+    key = TenantApiKey.objects.select_related("tenant").filter(prefix=prefix, revoked=False).first() if dot else None
+    if key is None or not key.is_valid(token):
+        raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
+    if key.expiry_date and key.expiry_date < timezone.now():
+        raise exceptions.AuthenticationFailed("API key has expired.")
+    if not key.tenant.is_active:
+        raise exceptions.AuthenticationFailed("Tenant is disabled.")
+    return key.tenant, key
+
+
+class TenantApiKeyAuthentication(authentication.BaseAuthentication):
+    def authenticate(self, request):
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not header:
+            return None
+        tenant, key = tenant_from_bearer(header)
+        request._request.tenant = tenant
+        return TenantPrincipal(tenant, key), key
+
+    def authenticate_header(self, request):
+        return 'Bearer realm="continuum"'
+
+
+class IsTenant(permissions.BasePermission):
+    def has_permission(self, request, view):
+        return isinstance(request.user, TenantPrincipal)

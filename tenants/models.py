@@ -1,0 +1,60 @@
+"""Tenants, their hashed API keys, and the end users each tenant serves."""
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+from rest_framework_api_key.models import AbstractAPIKey
+
+
+class Tenant(models.Model):
+    class OpenPolicy(models.TextChoices):
+        RETURN_OPEN = "return_open", "Return the user's open session"
+        CLOSE_PREVIOUS = "close_previous", "Close the open session, start a new one"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(max_length=80, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    is_active = models.BooleanField(default=True)
+    # Settings a tenant may tune.
+    retention_days = models.PositiveIntegerField(null=True, blank=True, help_text="Forget memories unused this long; empty keeps them.")
+    idle_timeout_minutes = models.PositiveIntegerField(default=30)
+    open_policy = models.CharField(max_length=20, choices=OpenPolicy.choices, default=OpenPolicy.CLOSE_PREVIOUS)
+    requests_per_minute = models.PositiveIntegerField(default=600)
+    tokens_per_minute = models.PositiveIntegerField(default=200_000)
+    max_input_tokens = models.PositiveIntegerField(default=8_000)
+    review_inferred = models.BooleanField(default=False, help_text="Hold inferred memories for staff review.")
+    memory_ttl_days = models.JSONField(default=dict, blank=True, help_text='Per-kind TTL override, e.g. {"event": 180}.')
+    staff_users = models.ManyToManyField("auth.User", blank=True, related_name="tenants",
+                                         help_text="Staff limited to these tenants in the admin (superusers see all).")
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.slug
+
+
+class TenantApiKey(AbstractAPIKey):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+
+    class Meta(AbstractAPIKey.Meta):
+        verbose_name = "Tenant API key"
+        verbose_name_plural = "Tenant API keys"
+
+
+class EndUser(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="end_users")
+    external_id = models.CharField(max_length=255)
+    display_name = models.CharField(max_length=255, blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "external_id"], name="enduser_unique_external_id")]
+        ordering = ["created_at", "id"]
+
+    def __str__(self):
+        return f"{self.tenant_id}:{self.external_id}"

@@ -1,0 +1,34 @@
+"""Reads for tenancy. Every selector takes tenant= first; access_* raise one 404 for missing and not-yours."""
+from __future__ import annotations
+
+import uuid
+
+from django.db.models import QuerySet
+
+from infra.errors import NotFound
+
+from .models import EndUser, Tenant
+
+
+def parse_uuid(value, *, what: str = "object") -> uuid.UUID:
+    """Ids from clients are UUIDs; anything else is simply not found (never a 500)."""
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except (ValueError, TypeError, AttributeError):
+        raise NotFound(f"{what.capitalize()} not found.")
+
+
+def end_user_list(*, tenant: Tenant) -> QuerySet[EndUser]:
+    return EndUser.objects.filter(tenant=tenant)
+
+
+def access_end_user(*, tenant: Tenant, user_id) -> EndUser:
+    uid = parse_uuid(user_id, what="user")
+    try:
+        return EndUser.objects.get(tenant=tenant, id=uid)
+    except EndUser.DoesNotExist:
+        raise NotFound("User not found.")
+
+
+def end_user_by_external_id(*, tenant: Tenant, external_id: str) -> EndUser | None:
+    return EndUser.objects.filter(tenant=tenant, external_id=external_id).first()
