@@ -14,6 +14,7 @@ VAR_DIR = Path(tempfile.mkdtemp(prefix="continuum-test-"))
 QDRANT_EDGE_PATH = VAR_DIR / "qdrant-edge"
 QDRANT_URL = ""
 REDIS_KEY_PREFIX = f"test{os.getpid()}"
+CELERY_BROKER_URL = env("CELERY_BROKER_URL", default="redis://127.0.0.1:6379/1")
 LLM_BASE_URL = ""
 LLM_API_KEY = ""
 LLM_MODEL = ""

@@ -1,0 +1,1 @@
+"""REST endpoints of the memory app: search (retrieval) and end-user controls."""

@@ -1,0 +1,2 @@
+"""Routes for end-user memory controls."""
+urlpatterns = []

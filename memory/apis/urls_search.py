@@ -1,0 +1,2 @@
+"""Routes for memory search."""
+urlpatterns = []
