@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from infra.pagination import paginate
+from infra.serializer_fields import StrictCharField
 from tenants.selectors import access_end_user
 
 from .models import Message
@@ -89,7 +90,7 @@ class SessionCloseApi(APIView):
 
 class MessageInput(serializers.Serializer):
     role = serializers.ChoiceField(choices=Message.Role.choices)
-    content = serializers.CharField(allow_blank=True, trim_whitespace=False,
+    content = StrictCharField(allow_blank=True, trim_whitespace=False,
                                     max_length=settings.CONTINUUM_MAX_MESSAGE_CHARS)
     external_id = serializers.CharField(max_length=255, required=False, allow_null=True, default=None)
     created_at = serializers.DateTimeField(required=False, allow_null=True, default=None)

@@ -7,6 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from infra.pagination import paginate
+from infra.serializer_fields import StrictCharField
 
 from .selectors import access_end_user, end_user_list
 from .services import end_user_create, end_user_delete
@@ -22,7 +23,7 @@ class EndUserOutput(serializers.Serializer):
 
 class UserListCreateApi(APIView):
     class Input(serializers.Serializer):
-        external_id = serializers.CharField(max_length=255)
+        external_id = StrictCharField(max_length=255)
         display_name = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
         metadata = serializers.DictField(required=False, default=dict)
 
