@@ -88,7 +88,11 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "infra.exception_handler.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
+    # Per-tenant requests per minute (Tenant.requests_per_minute), counted in Redis (infra/quotas.py).
+    "DEFAULT_THROTTLE_CLASSES": ["infra.throttling.TenantRequestQuotaThrottle"],
 }
+# Quotas admit requests when Redis is unreachable (logged) so the limiter never takes the API down by itself.
+CONTINUUM_QUOTA_FAIL_OPEN = env.bool("CONTINUUM_QUOTA_FAIL_OPEN", default=True)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Continuum API",
