@@ -1,0 +1,81 @@
+"""REST endpoint for assistant turns: validate, call the turn service, serialize."""
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from infra.errors import Conflict, LLMNotConfigured
+from infra.llm import llm_configured
+from sessions.models import Session
+from sessions.selectors import access_session
+
+from .turns import turn_run
+
+MAX_STEPS_CAP = 20
+
+
+class RetrievedMemoryOutput(serializers.Serializer):
+    memory_id = serializers.CharField()
+    kind = serializers.CharField()
+    text = serializers.CharField()
+    provenance = serializers.CharField()
+    source_type = serializers.CharField()
+    score = serializers.FloatField()
+    created_at = serializers.DateTimeField()
+    session_id = serializers.CharField(allow_null=True)
+    source_message_id = serializers.CharField(allow_null=True)
+
+
+class ToolCallOutput(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    arguments = serializers.JSONField(allow_null=True)
+    status = serializers.CharField()
+    step = serializers.IntegerField()
+
+
+class TurnOutput(serializers.Serializer):
+    session_id = serializers.UUIDField(source="session.id")
+    user_message_id = serializers.UUIDField(source="user_message.id")
+    message_id = serializers.UUIDField(source="assistant_message.id")
+    reply = serializers.CharField()
+    stop_reason = serializers.CharField()
+    steps = serializers.IntegerField(source="loop.steps")
+    tool_calls = ToolCallOutput(source="loop.tool_calls", many=True)
+    memories = RetrievedMemoryOutput(many=True)
+    breakdown = serializers.DictField(child=serializers.IntegerField())
+    total_tokens = serializers.IntegerField()
+    budget = serializers.IntegerField(allow_null=True)
+    memory_status = serializers.CharField()
+    usage = serializers.DictField(child=serializers.IntegerField())
+
+
+class TurnCreateApi(APIView):
+    class Input(serializers.Serializer):
+        input = serializers.CharField(trim_whitespace=False, max_length=settings.CONTINUUM_MAX_MESSAGE_CHARS)
+        max_steps = serializers.IntegerField(required=False, min_value=1, max_value=MAX_STEPS_CAP, default=None)
+
+        def validate_input(self, value):
+            if not value.strip():
+                raise serializers.ValidationError("The input is empty.")
+            return value
+
+    @extend_schema(request=Input, responses={200: TurnOutput}, operation_id="sessions_turns_create",
+                   description="Assistant mode: record the input, run the model with memory tools, record and return "
+                               "its answer with the memories it used. 503 `llm_not_configured` without an LLM.")
+    def post(self, request, session_id):
+        tenant = request.user.tenant
+        session = access_session(tenant=tenant, session_id=session_id)
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        if not llm_configured():
+            raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL); use the memory-service "
+                                   "endpoints (messages, context) with your own model.")
+        if session.state != Session.State.OPEN:
+            raise Conflict("Session is closed; open a new one.", code="session_closed")
+        result = turn_run(tenant=tenant, session=session, user_input=data.validated_data["input"],
+                          max_steps=data.validated_data["max_steps"])
+        return Response(TurnOutput(result).data)

@@ -1,0 +1,461 @@
+"""The bounded ReAct loop: OpenAI tool calling, parallel calls, step and time limits, loop detection, valid history.
+
+The loop sees only messages, tool definitions and an `execute(name, arguments)` callable: it reads no database and
+holds no transaction, so a model call never waits inside one.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+import openai
+from django.conf import settings
+
+from infra.errors import AppError, ServiceUnavailable
+from infra.tokens import count_message_tokens, count_tokens, truncate_to_tokens
+
+log = logging.getLogger(__name__)
+
+ANSWER = "answer"
+MAX_STEPS = "max_steps"
+TIMEOUT = "timeout"
+LOOP_DETECTED = "loop_detected"
+CANCELLED = "cancelled"
+LLM_ERROR = "llm_error"
+
+# A step whose calls all repeat earlier ones is a stall; the model is warned once, then the loop ends.
+STALLED_STEPS_LIMIT = 2
+# Below this much time left, a closing model call would only time out: answer without it.
+FINAL_CALL_MIN_SECONDS = 2.0
+COMPRESSED_OBSERVATION_TOKENS = 48
+
+_STOP_EXPLAINED = {
+    MAX_STEPS: "the step limit for this turn is reached",
+    TIMEOUT: "the time limit for this turn is reached",
+    LOOP_DETECTED: "you are repeating the same tool calls",
+    LLM_ERROR: "the model service failed part-way",
+}
+
+
+@dataclass(frozen=True)
+class LoopLimits:
+    max_steps: int
+    wall_clock_seconds: float
+    max_calls_per_step: int
+    token_budget: int
+    observation_tokens: int
+
+    @classmethod
+    def from_settings(cls, **overrides) -> LoopLimits:
+        values = {"max_steps": settings.ASSISTANT_MAX_STEPS,
+                  "wall_clock_seconds": settings.ASSISTANT_WALL_CLOCK_SECONDS,
+                  "max_calls_per_step": settings.ASSISTANT_MAX_CALLS_PER_STEP,
+                  "token_budget": settings.ASSISTANT_LOOP_TOKEN_BUDGET,
+                  "observation_tokens": settings.ASSISTANT_OBSERVATION_TOKENS}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+@dataclass
+class ModelReply:
+    content: str = ""
+    tool_calls: list[dict] = field(default_factory=list)
+    finish_reason: str = "stop"
+    usage: dict = field(default_factory=dict)
+
+
+@dataclass
+class ToolCallRecord:
+    id: str
+    name: str
+    arguments: dict | None
+    status: str  # ok | error | repeated | skipped
+    observation: dict
+    step: int
+
+
+@dataclass
+class LoopResult:
+    content: str
+    messages: list[dict]  # the loop's own messages, OpenAI format: assistant(tool_calls), tool..., final assistant
+    steps: int
+    stop_reason: str
+    tool_calls: list[ToolCallRecord]
+    usage: dict
+
+    @property
+    def partial(self) -> bool:
+        return self.stop_reason != ANSWER
+
+
+class ChatModel(Protocol):
+    name: str
+
+    def complete(self, *, messages: list[dict], tools: list[dict], tool_choice: str, deadline: float,
+                 on_delta: Callable[[str], None] | None = None,
+                 cancel: threading.Event | None = None) -> ModelReply: ...
+
+
+# --- the model adapter ----------------------------------------------------------------------------------------------
+
+def _llm_error(exc: Exception) -> AppError:
+    if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError | openai.RateLimitError |
+                  openai.InternalServerError):
+        return ServiceUnavailable(f"The language model is unavailable: {exc.__class__.__name__}.",
+                                  code="llm_unavailable")
+    status = getattr(exc, "status_code", None)
+    return AppError(f"The language model refused the request ({status or exc.__class__.__name__}).",
+                    code="llm_error", status=502, retryable=False)
+
+
+class OpenAIChatModel:
+    """Chat completions through the configured OpenAI-compatible client; streams when asked for deltas."""
+
+    def __init__(self, *, client=None, model: str | None = None, options: dict | None = None):
+        from infra.llm import get_client, main_model
+
+        self._client = client or get_client()
+        self.name = model or main_model()
+        self.options = options or {}
+
+    def complete(self, *, messages, tools, tool_choice, deadline, on_delta=None, cancel=None) -> ModelReply:
+        kwargs = {"model": self.name, "messages": messages, **self.options,
+                  "timeout": max(0.5, min(settings.LLM_TIMEOUT_SECONDS, deadline - time.monotonic()))}
+        if tools:
+            kwargs.update(tools=tools, tool_choice=tool_choice)
+        try:
+            if on_delta is None:
+                return _reply_from_completion(self._client.chat.completions.create(**kwargs))
+            return _reply_from_stream(self._client.chat.completions.create(stream=True, **kwargs), on_delta=on_delta,
+                                      cancel=cancel, deadline=deadline)
+        except openai.OpenAIError as exc:
+            raise _llm_error(exc) from exc
+
+
+def _usage(obj) -> dict:
+    if not obj:
+        return {}
+    return {"prompt_tokens": getattr(obj, "prompt_tokens", 0) or 0,
+            "completion_tokens": getattr(obj, "completion_tokens", 0) or 0}
+
+
+def _reply_from_completion(resp) -> ModelReply:
+    if not resp.choices:
+        raise AppError("The language model returned no choices.", code="llm_error", status=502)
+    choice = resp.choices[0]
+    calls = [{"id": c.id, "type": "function",
+              "function": {"name": c.function.name, "arguments": c.function.arguments}}
+             for c in (choice.message.tool_calls or []) if getattr(c, "function", None)]
+    return ModelReply(content=choice.message.content or "", tool_calls=calls,
+                      finish_reason=choice.finish_reason or "stop", usage=_usage(resp.usage))
+
+
+def _reply_from_stream(stream, *, on_delta, cancel, deadline) -> ModelReply:
+    parts: list[str] = []
+    slots: dict[int, dict] = {}
+    finish, usage = "stop", {}
+    try:
+        for chunk in stream:
+            if cancel is not None and cancel.is_set():
+                finish = CANCELLED
+                break
+            if time.monotonic() > deadline:
+                finish = TIMEOUT
+                break
+            if getattr(chunk, "usage", None):
+                usage = _usage(chunk.usage)
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            delta = choice.delta
+            if delta is not None and delta.content:
+                parts.append(delta.content)
+                on_delta(delta.content)
+            for tc in (delta.tool_calls if delta is not None else None) or []:
+                slot = slots.setdefault(tc.index if tc.index is not None else len(slots),
+                                        {"id": "", "name": "", "arguments": ""})
+                if tc.id:
+                    slot["id"] = tc.id
+                if tc.function is not None:
+                    name = tc.function.name or ""
+                    # OpenAI sends the name once; some servers repeat it whole in every delta.
+                    if name and name != slot["name"]:
+                        slot["name"] = name if not slot["name"] else slot["name"] + name
+                    slot["arguments"] += tc.function.arguments or ""
+            if choice.finish_reason:
+                finish = choice.finish_reason
+    finally:
+        # Closing the response is what stops generation upstream when the client has gone.
+        stream.close()
+    calls = [{"id": s["id"], "type": "function", "function": {"name": s["name"], "arguments": s["arguments"]}}
+             for _, s in sorted(slots.items())]
+    return ModelReply(content="".join(parts), tool_calls=[] if finish in (CANCELLED, TIMEOUT) else calls,
+                      finish_reason=finish, usage=usage)
+
+
+# --- arguments and history ------------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^```(?:json|JSON)?\s*(.*?)\s*```$", re.S)
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
+
+
+def parse_arguments(raw) -> tuple[dict | None, str | None]:
+    """Tool arguments as a dict, forgiving what models commonly get wrong; (None, reason) when hopeless."""
+    if isinstance(raw, dict):
+        return raw, None
+    text = (raw or "").strip() if isinstance(raw, str) else ""
+    if not text:
+        return {}, None
+    fenced = _FENCE.match(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    candidates = [text]
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start:end + 1])
+    for candidate in candidates:
+        for attempt in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
+            value = None
+            try:
+                value = json.loads(attempt)
+                if isinstance(value, str):  # arguments JSON-encoded twice
+                    value = json.loads(value)
+            except (ValueError, TypeError):
+                try:
+                    value = ast.literal_eval(attempt)  # Python-style dicts: single quotes, True/None
+                except (ValueError, SyntaxError, MemoryError, RecursionError):
+                    continue
+            if isinstance(value, dict):
+                return value, None
+    snippet = text if len(text) <= 120 else text[:117] + "..."
+    return None, f"The arguments are not a JSON object: {snippet!r}. Send the arguments as a JSON object."
+
+
+def _calls(message: dict) -> list[dict]:
+    return message.get("tool_calls") or [] if message.get("role") == "assistant" else []
+
+
+def history_problems(messages: list[dict]) -> list[str]:
+    """What makes a message list unacceptable to a chat API: unanswered tool calls and orphan tool messages."""
+    problems, i = [], 0
+    while i < len(messages):
+        message = messages[i]
+        if message.get("role") == "tool":
+            problems.append(f"tool message {message.get('tool_call_id')!r} answers no preceding call")
+            i += 1
+            continue
+        ids = [c.get("id") for c in _calls(message)]
+        i += 1
+        if not ids:
+            continue
+        answered = []
+        while i < len(messages) and messages[i].get("role") == "tool":
+            answered.append(messages[i].get("tool_call_id"))
+            i += 1
+        if len(set(ids)) != len(ids):
+            problems.append(f"duplicate tool call ids {ids}")
+        for cid in ids:
+            if answered.count(cid) != 1:
+                problems.append(f"tool call {cid!r} answered {answered.count(cid)} times")
+        for cid in set(answered) - set(ids):
+            problems.append(f"tool message {cid!r} answers no preceding call")
+    return problems
+
+
+def history_repair(messages: list[dict]) -> list[dict]:
+    """Drop what a chat API would reject (a window cut through a tool exchange) and keep everything else."""
+    out, i = [], 0
+    while i < len(messages):
+        message = messages[i]
+        if message.get("role") == "tool":
+            i += 1
+            continue
+        calls = _calls(message)
+        i += 1
+        if not calls:
+            out.append(message)
+            continue
+        answers: dict[str, dict] = {}
+        while i < len(messages) and messages[i].get("role") == "tool":
+            answers.setdefault(messages[i].get("tool_call_id"), messages[i])
+            i += 1
+        kept = [c for c in calls if c.get("id") in answers]
+        kept = [c for n, c in enumerate(kept) if c.get("id") not in {k.get("id") for k in kept[:n]}]
+        if kept:
+            out.append({**message, "tool_calls": kept})
+            out.extend(answers[c["id"]] for c in kept)
+        elif message.get("content"):
+            out.append({k: v for k, v in message.items() if k != "tool_calls"})
+    return out
+
+
+def _normalized_calls(calls: list[dict], used_ids: set[str]) -> list[dict]:
+    out = []
+    for call in calls:
+        fn = call.get("function") or {}
+        cid = call.get("id") or ""
+        if not cid or cid in used_ids:  # an answer must be attributable to exactly one call
+            cid = f"call_{uuid.uuid4().hex[:24]}"
+        used_ids.add(cid)
+        arguments = fn.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments) if arguments is not None else ""
+        out.append({"id": cid, "type": "function", "function": {"name": str(fn.get("name") or ""),
+                                                                  "arguments": arguments}})
+    return out
+
+
+def fit_to_budget(base: list[dict], loop: list[dict], budget: int) -> list[dict]:
+    """The messages for the next model call, with the loop's own older messages compressed when over budget.
+
+    Only a copy is compressed: the recorded transcript keeps every observation as it was.
+    """
+    window = [dict(m) for m in base + loop]
+    if count_message_tokens(window) <= budget:
+        return window
+    start = len(base)
+    last_step = max((i for i in range(start, len(window)) if _calls(window[i])), default=len(window))
+    passes = [
+        # Observations the model has already acted on go first; the newest step's results last.
+        [(i, COMPRESSED_OBSERVATION_TOKENS) for i in range(start, last_step) if window[i].get("role") == "tool"],
+        [(i, COMPRESSED_OBSERVATION_TOKENS) for i in range(start, len(window)) if window[i].get("role") == "assistant"],
+        [(i, COMPRESSED_OBSERVATION_TOKENS * 2) for i in range(last_step, len(window))
+         if window[i].get("role") == "tool"],
+    ]
+    for targets in passes:
+        for i, tokens in targets:
+            content = window[i].get("content") or ""
+            if count_tokens(content) > tokens:
+                window[i]["content"] = truncate_to_tokens(content, tokens) + " [compressed]"
+                if count_message_tokens(window) <= budget:
+                    return window
+    return window
+
+
+def _fallback_answer(stop_reason: str, records: list[ToolCallRecord]) -> str:
+    done = sorted({r.name for r in records if r.status == "ok"})
+    did = f" So far I used: {', '.join(done)}." if done else ""
+    why = {MAX_STEPS: "I reached the limit of steps for one reply", TIMEOUT: "I ran out of time for this reply",
+           LOOP_DETECTED: "I was going round in circles", LLM_ERROR: "the language model stopped responding",
+           CANCELLED: "the reply was cancelled"}.get(stop_reason, "I had to stop")
+    return f"I could not finish this answer: {why}.{did} Ask me to continue and I will pick up from here."
+
+
+# --- the loop -------------------------------------------------------------------------------------------------------
+
+def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str, dict], tuple[str, dict]],
+              model: ChatModel, limits: LoopLimits, on_delta: Callable[[str], None] | None = None,
+              cancel: threading.Event | None = None) -> LoopResult:
+    """Run the model with tools until it answers or a limit stops it; every tool call is answered before return."""
+    deadline = time.monotonic() + limits.wall_clock_seconds
+    base = history_repair(list(messages))
+    loop: list[dict] = []
+    records: list[ToolCallRecord] = []
+    seen: dict[tuple[str, str], int] = {}
+    used_ids = {c.get("id") for m in base for c in _calls(m)}
+    usage = {"prompt_tokens": 0, "completion_tokens": 0}
+    stalled, steps, content, stop = 0, 0, "", None
+
+    def add_usage(reply: ModelReply, window: list[dict]) -> None:
+        got = reply.usage or {"prompt_tokens": count_message_tokens(window),
+                              "completion_tokens": count_tokens(reply.content) + sum(
+                                  count_tokens(c["function"]["arguments"] or "") for c in reply.tool_calls)}
+        for key in usage:
+            usage[key] += got.get(key, 0)
+
+    while stop is None:
+        if steps >= limits.max_steps:
+            stop = MAX_STEPS
+            break
+        if cancel is not None and cancel.is_set():
+            stop = CANCELLED
+            break
+        if time.monotonic() >= deadline:
+            stop = TIMEOUT
+            break
+        steps += 1
+        window = fit_to_budget(base, loop, limits.token_budget)
+        try:
+            reply = model.complete(messages=window, tools=tools, tool_choice="auto", deadline=deadline,
+                                   on_delta=on_delta, cancel=cancel)
+        except AppError:
+            if not records:
+                raise  # nothing happened yet: the caller reports the outage instead of a non-answer
+            log.warning("model call failed at step %s; ending the turn with a partial answer", steps, exc_info=True)
+            stop = LLM_ERROR
+            break
+        add_usage(reply, window)
+        if reply.finish_reason in (CANCELLED, TIMEOUT):
+            content, stop = reply.content, reply.finish_reason
+            break
+        if not reply.tool_calls:
+            content, stop = reply.content, ANSWER
+            break
+        calls = _normalized_calls(reply.tool_calls, used_ids)
+        loop.append({"role": "assistant", "content": reply.content or None, "tool_calls": calls})
+        fresh = 0
+        for position, call in enumerate(calls):
+            record = _run_call(call, position=position, step=steps, seen=seen, execute=execute, limits=limits)
+            fresh += record.status in ("ok", "error")
+            records.append(record)
+            text = truncate_to_tokens(json.dumps(record.observation, ensure_ascii=False, default=str),
+                                      limits.observation_tokens)
+            loop.append({"role": "tool", "tool_call_id": call["id"], "content": text})
+        stalled = 0 if fresh else stalled + 1
+        if stalled >= STALLED_STEPS_LIMIT:
+            stop = LOOP_DETECTED
+
+    if stop not in (ANSWER, CANCELLED) and not content.strip():
+        content = _closing_answer(base, loop, stop=stop, tools=tools, model=model, limits=limits, deadline=deadline,
+                                  on_delta=on_delta, cancel=cancel, add_usage=add_usage)
+    if not content.strip() and stop != ANSWER:
+        content = _fallback_answer(stop, records)
+        if on_delta is not None:
+            on_delta(content)
+    loop.append({"role": "assistant", "content": content})
+    return LoopResult(content=content, messages=loop, steps=steps, stop_reason=stop, tool_calls=records, usage=usage)
+
+
+def _run_call(call: dict, *, position: int, step: int, seen: dict, execute, limits: LoopLimits) -> ToolCallRecord:
+    name, raw = call["function"]["name"], call["function"]["arguments"]
+    arguments, error = parse_arguments(raw)
+    if position >= limits.max_calls_per_step:
+        return ToolCallRecord(call["id"], name, arguments, "skipped",
+                              {"error": f"At most {limits.max_calls_per_step} tool calls per step; this one was not "
+                                        "run. Call it again in the next step if you still need it."}, step)
+    signature = (name, json.dumps(arguments, sort_keys=True, default=str) if arguments is not None else raw)
+    if signature in seen:
+        return ToolCallRecord(call["id"], name, arguments, "repeated",
+                              {"error": f"You already called {name} with these arguments in step {seen[signature]}; "
+                                        "its result is above. Do not repeat it: use that result or answer the user."},
+                              step)
+    seen[signature] = step
+    if error:
+        return ToolCallRecord(call["id"], name, None, "error", {"error": error}, step)
+    status, observation = execute(name, arguments)
+    return ToolCallRecord(call["id"], name, arguments, status, observation, step)
+
+
+def _closing_answer(base, loop, *, stop, tools, model, limits, deadline, on_delta, cancel, add_usage) -> str:
+    """One last model call without tools, so a stopped loop still ends with the best answer it can give."""
+    if stop in (LLM_ERROR, TIMEOUT) or deadline - time.monotonic() < FINAL_CALL_MIN_SECONDS:
+        return ""
+    nudge = {"role": "system", "content": f"Stop using tools: {_STOP_EXPLAINED.get(stop, 'the turn must end')}. "
+                                          "Answer the user now with what you have, and say briefly what is "
+                                          "unfinished."}
+    window = fit_to_budget(base, loop + [nudge], limits.token_budget)
+    try:
+        reply = model.complete(messages=window, tools=tools, tool_choice="none", deadline=deadline,
+                               on_delta=on_delta, cancel=cancel)
+    except AppError:
+        log.warning("closing model call failed after %s", stop, exc_info=True)
+        return ""
+    add_usage(reply, window)
+    return reply.content  # tool calls in a tools-off reply are ignored: nothing may be left unanswered

@@ -1,0 +1,140 @@
+"""The turn service: record the user's input, compose the context, run the ReAct loop, record what it produced."""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from django.conf import settings
+from django.db import transaction
+
+from infra.errors import LLMNotConfigured, ValidationFailed
+from infra.llm import llm_configured
+from sessions.models import Message, Session
+from sessions.services import NewMessage, messages_append
+
+from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, react_run
+from .tools import ToolContext, tool_definitions, tool_execute
+
+log = logging.getLogger(__name__)
+
+LEDGER_OUTCOME_CHARS = 200
+
+
+@dataclass
+class TurnResult:
+    session: Session
+    user_message: Message
+    reply: str
+    assistant_message: Message
+    recorded: list[Message]  # every message this turn stored, in order (imports, user, loop, answer)
+    memories: list  # RetrievedMemory: those composed into the context, then those the recall tool found
+    breakdown: dict
+    total_tokens: int
+    budget: int | None
+    memory_status: str
+    loop: LoopResult
+    usage: dict = field(default_factory=dict)
+
+    @property
+    def stop_reason(self) -> str:
+        return self.loop.stop_reason
+
+
+def _check_input(*, tenant, text: str) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationFailed("The input is empty.", code="empty_input")
+    if len(text) > settings.CONTINUUM_MAX_MESSAGE_CHARS:
+        raise ValidationFailed(f"The input is longer than {settings.CONTINUUM_MAX_MESSAGE_CHARS} characters.",
+                               code="input_too_long")
+    from infra.quotas import input_tokens_check
+
+    input_tokens_check(tenant=tenant, text=text)  # 400 before any model call
+    return text
+
+
+def _as_new_message(message: dict, calls_by_id: dict[str, str]) -> NewMessage:
+    if message["role"] == "tool":
+        return NewMessage(role="tool", content=message.get("content") or "", tool_call_id=message["tool_call_id"],
+                          name=calls_by_id.get(message["tool_call_id"], "")[:128])
+    return NewMessage(role="assistant", content=message.get("content") or "", tool_calls=message.get("tool_calls"))
+
+
+def _ledger(ctx: ToolContext, loop: LoopResult) -> None:
+    from sessions.buffer import buffer_record_tool
+
+    for call in loop.tool_calls:
+        outcome = call.observation.get("error") or ", ".join(f"{k}={v}" for k, v in call.observation.items()
+                                                             if not isinstance(v, list | dict))
+        if not outcome and "memories" in call.observation:
+            outcome = f"{len(call.observation['memories'])} memories"
+        try:
+            buffer_record_tool(tenant_id=str(ctx.tenant.pk), user_id=str(ctx.user.pk), session_id=str(ctx.session.pk),
+                               tool=call.name, arguments=call.arguments or {},
+                               outcome=str(outcome)[:LEDGER_OUTCOME_CHARS], status=call.status)
+        except Exception:  # the ledger is a convenience the buffer can rebuild without; the turn stands
+            log.warning("tool ledger update failed for session %s", ctx.session.pk, exc_info=True)
+
+
+def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMessage] | None = None,
+             client_system: str = "", max_steps: int | None = None, model: ChatModel | None = None,
+             model_options: dict | None = None, on_delta: Callable[[str], None] | None = None,
+             cancel: threading.Event | None = None) -> TurnResult:
+    """One assistant turn. Each write is its own short transaction; none is open while the model runs.
+
+    `earlier`: conversation turns a client sends that the session lacks (the OpenAI surface imports them first).
+    """
+    from sessions.composer import context_compose
+
+    if not llm_configured():
+        raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL); the memory-service "
+                               "endpoints (messages, context) work without one.")
+    text = _check_input(tenant=tenant, text=user_input)
+    model = model or OpenAIChatModel(options=model_options)
+    recorded: list[Message] = []
+    if earlier:
+        recorded += messages_append(tenant=tenant, session_id=session.pk, items=list(earlier))
+
+    # The context is composed before the input is stored, so the input appears once: as the new turn.
+    ctx = context_compose(tenant=tenant, session=session, new_input=text)
+    user_message = messages_append(tenant=tenant, session_id=session.pk, items=[NewMessage(role="user", content=text)])[0]
+    recorded.append(user_message)
+
+    messages = list(ctx.messages)
+    if client_system.strip():
+        from infra.tokens import truncate_to_tokens
+
+        # The client's own instructions ride after ours, bounded, and cannot displace the memory sections.
+        at = 1 if messages and messages[0].get("role") == "system" else 0
+        messages.insert(at, {"role": "system", "content": "Instructions from the chat client:\n"
+                                                          + truncate_to_tokens(client_system.strip(), 1_000)})
+
+    session.refresh_from_db(fields=["goal"])
+    tools_ctx = ToolContext(tenant=tenant, user=session.user, session=session, user_message=user_message,
+                            goal=session.goal or "")
+    loop = react_run(messages=messages, tools=tool_definitions(),
+                     execute=lambda name, args: tool_execute(tools_ctx, name, args), model=model,
+                     limits=LoopLimits.from_settings(max_steps=max_steps), on_delta=on_delta, cancel=cancel)
+
+    names = {c.id: c.name for c in loop.tool_calls}
+    rows = messages_append(tenant=tenant, session_id=session.pk,
+                           items=[_as_new_message(m, names) for m in loop.messages], enqueue_extraction=False)
+    recorded += rows
+    answer = rows[-1]
+    # Tool results echo stored memories back; extracting from them would re-learn what is already known. The final
+    # answer goes through extraction, whose rules decide what (if anything) an assistant message may teach.
+    from memory.tasks import memory_extract_task
+
+    transaction.on_commit(lambda: memory_extract_task.delay(str(answer.pk)))
+    _ledger(tools_ctx, loop)
+
+    memories, seen = [], set()
+    for m in [*ctx.memories, *tools_ctx.recalled.values()]:
+        if str(m.memory_id) not in seen:
+            seen.add(str(m.memory_id))
+            memories.append(m)
+    return TurnResult(session=session, user_message=user_message, reply=loop.content, assistant_message=answer,
+                      recorded=recorded, memories=memories, breakdown=dict(ctx.breakdown),
+                      total_tokens=ctx.total_tokens, budget=ctx.budget, memory_status=ctx.memory_status, loop=loop,
+                      usage=dict(loop.usage))
