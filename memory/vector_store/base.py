@@ -1,20 +1,47 @@
 """What every vector-store backend offers, and the scope every call must carry."""
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from infra.errors import ServiceUnavailable
+
 # Point ids are uuid5 of the memory id under this namespace: a retried write lands on the same point.
 POINT_NAMESPACE = uuid.UUID("6f1c3a52-3f0e-4c1b-9a7e-0d6c2b1f9e11")
 
+DENSE = "dense"
+SPARSE = "bm25"
+# Qdrant's own RRF constant (server and qdrant-client local mode use 2): both backends rank alike.
+RRF_K = 2
+# Payload keys that place a point in a tenant and user; set_payload must never move a point out of its scope.
+SCOPE_KEYS = frozenset({"tenant_id", "user_id", "memory_id"})
+
 
 def point_id_for(memory_id) -> str:
-    return str(uuid.uuid5(POINT_NAMESPACE, str(memory_id)))
+    key = str(memory_id)
+    try:
+        key = str(uuid.UUID(key))  # "ABC…" and "abc…" name the same memory, so the same point
+    except ValueError:
+        pass
+    return str(uuid.uuid5(POINT_NAMESPACE, key))
+
+
+def collection_name(prefix: str, model: str, dim: int) -> str:
+    """One collection (or Edge shard) per embedding model: vectors of two models never share an index."""
+    slug = re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_") or "model"
+    return f"{prefix}_{slug}_{dim}"
 
 
 class ScopeMissing(Exception):
     """A query without a tenant is a bug: it must fail, not return everything."""
+
+
+class VectorStoreError(ServiceUnavailable):
+    """The vector store could not do what was asked (down, locked, misconfigured); worth a retry later."""
+
+    code = "vector_store_unavailable"
 
 
 @dataclass(frozen=True)
@@ -58,3 +85,28 @@ class VectorStore(Protocol):
     def set_payload(self, scope: Scope, memory_id: str, payload: dict) -> None: ...
     def dense_size(self) -> int | None: ...
     def health(self) -> int: ...
+    def close(self) -> None: ...
+
+
+def checked_point_payload(point: MemoryPoint, dim: int) -> dict:
+    """The payload a point is stored with; refuses a point that names no tenant or user, or has the wrong size."""
+    payload = dict(point.payload)
+    if not payload.get("tenant_id") or not payload.get("user_id"):
+        raise ScopeMissing(f"Point for memory {point.memory_id} carries no tenant_id/user_id.")
+    if len(point.dense) != dim:
+        raise ValueError(f"Point for memory {point.memory_id} has {len(point.dense)}-d vector; the store holds {dim}-d.")
+    payload["tenant_id"] = str(payload["tenant_id"])
+    payload["user_id"] = str(payload["user_id"])
+    payload["memory_id"] = str(point.memory_id)
+    return payload
+
+
+def refuse_scope_change(payload: dict) -> None:
+    moved = SCOPE_KEYS & payload.keys()
+    if moved:
+        raise ValueError(f"set_payload may not change {sorted(moved)}: a point never leaves its tenant or user.")
+
+
+def hit_from(point_id, score: float, payload: dict | None) -> Hit:
+    payload = payload or {}
+    return Hit(memory_id=str(payload.get("memory_id") or point_id), score=float(score), payload=payload)

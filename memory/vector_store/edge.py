@@ -1,0 +1,209 @@
+"""Qdrant Edge backend: Qdrant's engine in-process, one shard per embedding model under QDRANT_EDGE_PATH.
+
+A shard is locked to one process (its write-ahead log): a second process opening it fails with a
+VectorStoreError. Within the process one threading.Lock serialises every call, so request threads and an
+embedded worker can share the store. Writes are visible to the next query without flush or optimize
+(verified against qdrant-edge-py 0.9); the WAL makes them durable, `close()` flushes segments.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from pathlib import Path
+
+from django.conf import settings
+from qdrant_edge import (CountRequest, Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams, EdgeVectorParams,
+                         FloatIndexParams, Fusion, KeywordIndexParams, Memory, Modifier, Point, Prefetch, Query,
+                         QueryRequest, ScrollRequest, UpdateOperation)
+
+from .base import (DENSE, RRF_K, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, VectorStoreError,
+                   checked_point_payload, collection_name, hit_from, point_id_for, refuse_scope_change)
+from .filters import scope_filter
+from .sparse import document_sparse, query_sparse
+
+log = logging.getLogger(__name__)
+
+CONFIG_FILE = "edge_config.json"
+
+
+def _payload_indexes():
+    return {
+        # is_tenant groups each tenant's points together on disk when segments are optimised.
+        "tenant_id": KeywordIndexParams(is_tenant=True),
+        "user_id": KeywordIndexParams(),
+        "kind": KeywordIndexParams(),
+        "status": KeywordIndexParams(),
+        "created_at": FloatIndexParams(),
+        "expires_at": FloatIndexParams(),
+    }
+
+
+class EdgeVectorStore:
+    backend_name = "edge"
+
+    def __init__(self, path, *, dim: int, prefetch_factor: int = 4):
+        self.path = Path(path)
+        self.dim = dim
+        self._prefetch_factor = prefetch_factor
+        self._lock = threading.Lock()
+        self._shard = None
+        self._open()
+
+    @classmethod
+    def from_settings(cls) -> "EdgeVectorStore":
+        name = collection_name(settings.QDRANT_COLLECTION_PREFIX, settings.EMBEDDING_MODEL, settings.EMBEDDING_DIM)
+        return cls(Path(settings.QDRANT_EDGE_PATH) / name, dim=settings.EMBEDDING_DIM)
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+    def _open(self) -> None:
+        try:
+            if (self.path / CONFIG_FILE).exists():
+                # Loaded without a config so a size mismatch surfaces through dense_size() and the system check,
+                # instead of as an opaque load failure.
+                self._shard = EdgeShard.load(str(self.path))
+            else:
+                self.path.mkdir(parents=True, exist_ok=True)
+                config = EdgeConfig(
+                    vectors={DENSE: EdgeVectorParams(size=self.dim, distance=Distance.Cosine)},
+                    sparse_vectors={SPARSE: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+                    payload_memory=Memory.Cached,  # payloads are small and read on every hit
+                )
+                self._shard = EdgeShard.create(str(self.path), config)
+        except Exception as exc:
+            raise VectorStoreError(f"Cannot open the Qdrant Edge shard at {self.path} (is another process "
+                                   f"holding it?): {exc}") from exc
+
+    def close(self) -> None:
+        """Flush and release the shard (and its process lock). Idempotent."""
+        with self._lock:
+            shard, self._shard = self._shard, None
+            if shard is not None:
+                try:
+                    shard.flush()
+                finally:
+                    shard.close()
+
+    @contextlib.contextmanager
+    def _using(self):
+        """The shard under the lock; backend failures leave as VectorStoreError."""
+        with self._lock:
+            if self._shard is None:
+                raise VectorStoreError("The Qdrant Edge shard is closed.")
+            try:
+                yield self._shard
+            except (ScopeMissing, ValueError, VectorStoreError):
+                raise
+            except Exception as exc:
+                raise VectorStoreError(f"Qdrant Edge failed: {exc}") from exc
+
+    def ensure_collection(self) -> None:
+        with self._using() as shard:
+            existing = shard.info().payload_schema
+            for field_name, params in _payload_indexes().items():
+                if field_name not in existing:
+                    shard.update(UpdateOperation.create_field_index(field_name, params))
+
+    def optimize(self) -> bool:
+        """Merge segments and build HNSW (maintenance only: it blocks every other call while it runs)."""
+        with self._using() as shard:
+            return shard.optimize()
+
+    # --- writes --------------------------------------------------------------------------------------
+    def upsert(self, points: list[MemoryPoint]) -> None:
+        if not points:
+            return
+        built = [Point(point_id_for(p.memory_id), {DENSE: list(p.dense), SPARSE: document_sparse(p.text)},
+                       checked_point_payload(p, self.dim)) for p in points]
+        with self._using() as shard:
+            shard.update(UpdateOperation.upsert_points(built))
+
+    def delete(self, scope: Scope, memory_ids: list[str]) -> None:
+        spec = scope_filter(scope, memory_ids=list(memory_ids))
+        if spec.matches_nothing:
+            return
+        with self._using() as shard:
+            shard.update(UpdateOperation.delete_points_by_filter(spec.to_edge()))
+
+    def delete_scope(self, scope: Scope) -> None:
+        spec = scope_filter(scope)
+        with self._using() as shard:
+            shard.update(UpdateOperation.delete_points_by_filter(spec.to_edge()))
+
+    def set_payload(self, scope: Scope, memory_id: str, payload: dict) -> None:
+        refuse_scope_change(payload)
+        spec = scope_filter(scope, memory_ids=[memory_id])
+        with self._using() as shard:
+            shard.update(UpdateOperation.set_payload_by_filter(spec.to_edge(), dict(payload)))
+
+    # --- reads ---------------------------------------------------------------------------------------
+    def search(self, scope: Scope, *, dense: list[float] | None = None, text: str | None = None, limit: int = 10,
+               kinds: list[str] | None = None, statuses: list[str] | None = ("active",),
+               not_expired_at: float | None = None) -> list[Hit]:
+        """Hybrid (dense + BM25, fused by RRF) when both inputs are given, else whichever one is.
+
+        not_expired_at: an epoch time; points whose expires_at is at or before it are left out (None: no check).
+        """
+        spec = scope_filter(scope, statuses=statuses, kinds=kinds, not_expired_at=not_expired_at)
+        sparse = query_sparse(text)
+        if spec.matches_nothing or limit <= 0 or (dense is None and sparse is None):
+            return []
+        flt = spec.to_edge()
+        if dense is not None and sparse is not None:
+            fetch = max(limit * self._prefetch_factor, 20)
+            request = QueryRequest(
+                limit=limit,
+                prefetches=[Prefetch(limit=fetch, query=Query.Nearest(list(dense), using=DENSE), filter=flt),
+                            Prefetch(limit=fetch, query=Query.Nearest(sparse, using=SPARSE), filter=flt)],
+                query=Fusion.Rrf(k=RRF_K),
+                filter=flt,
+                with_payload=True,
+            )
+        elif dense is not None:
+            request = QueryRequest(limit=limit, query=Query.Nearest(list(dense), using=DENSE), filter=flt,
+                                   with_payload=True)
+        else:
+            request = QueryRequest(limit=limit, query=Query.Nearest(sparse, using=SPARSE), filter=flt,
+                                   with_payload=True)
+        with self._using() as shard:
+            found = shard.query(request)
+        return [hit_from(p.id, p.score, p.payload) for p in found if spec.admits(p.payload)]
+
+    def retrieve(self, scope: Scope, memory_ids: list[str]) -> list[Hit]:
+        spec = scope_filter(scope, memory_ids=list(memory_ids))
+        if spec.matches_nothing:
+            return []
+        with self._using() as shard:
+            records, _ = shard.scroll(ScrollRequest(limit=len(spec.point_ids), filter=spec.to_edge(),
+                                                    with_payload=True, with_vector=False))
+        return [hit_from(r.id, 1.0, r.payload) for r in records if spec.admits(r.payload)]
+
+    def scroll(self, scope: Scope, *, limit: int = 256, offset: str | None = None) -> tuple[list[Hit], str | None]:
+        spec = scope_filter(scope)
+        with self._using() as shard:
+            records, next_offset = shard.scroll(ScrollRequest(offset=offset, limit=limit, filter=spec.to_edge(),
+                                                              with_payload=True, with_vector=False))
+        hits = [hit_from(r.id, 1.0, r.payload) for r in records if spec.admits(r.payload)]
+        return hits, (str(next_offset) if next_offset is not None else None)
+
+    def count(self, scope: Scope, *, statuses: list[str] | None = None) -> int:
+        spec = scope_filter(scope, statuses=statuses)
+        if spec.matches_nothing:
+            return 0
+        with self._using() as shard:
+            return shard.count(CountRequest(exact=True, filter=spec.to_edge()))
+
+    def dense_size(self) -> int | None:
+        try:
+            config = json.loads((self.path / CONFIG_FILE).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise VectorStoreError(f"Unreadable Qdrant Edge config at {self.path}: {exc}") from exc
+        return (config.get("vectors") or {}).get(DENSE, {}).get("size")
+
+    def health(self) -> int:
+        """Points in the shard (any tenant): a number for /readyz, never their contents."""
+        with self._using() as shard:
+            return shard.info().points_count

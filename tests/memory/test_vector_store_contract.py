@@ -1,0 +1,306 @@
+"""The vector-store contract: the same tests against Qdrant Edge and qdrant-client's local mode."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from qdrant_client import QdrantClient
+
+from memory.vector_store import MemoryPoint, Scope, ScopeMissing
+from memory.vector_store.base import VectorStoreError, collection_name, point_id_for
+from memory.vector_store.edge import EdgeVectorStore
+from memory.vector_store.filters import ScopeFilter
+from memory.vector_store.server import ServerVectorStore
+
+DIM = 8
+TENANT_A = "0a000000-0000-4000-8000-00000000000a"
+TENANT_B = "0b000000-0000-4000-8000-00000000000b"
+USER_1 = "01000000-0000-4000-8000-000000000001"
+USER_2 = "02000000-0000-4000-8000-000000000002"
+
+
+def basis(i: int, tilt: float = 0.0) -> list[float]:
+    v = [0.0] * DIM
+    v[i % DIM] = 1.0
+    v[(i + 1) % DIM] = tilt
+    return v
+
+
+def point(tenant: str, user: str, text: str, dense: list[float], memory_id: str | None = None, **payload):
+    payload = {"tenant_id": tenant, "user_id": user, "status": "active", "kind": "fact", "text": text, **payload}
+    return MemoryPoint(memory_id=memory_id or str(uuid.uuid4()), dense=dense, text=text, payload=payload)
+
+
+@pytest.fixture(params=["edge", "qdrant_local"])
+def store(request, tmp_path):
+    if request.param == "edge":
+        s = EdgeVectorStore(tmp_path / "contract-edge", dim=DIM)
+    else:
+        s = ServerVectorStore(QdrantClient(path=str(tmp_path / "contract-local")), collection="contract", dim=DIM)
+    s.ensure_collection()
+    s.ensure_collection()  # idempotent
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def world(store):
+    """Alice's user 1 owns three memories; canaries with the same texts and vectors belong to another user of the
+    same tenant and to the same user id under another tenant. A leak would rank a canary as high as ours."""
+    texts = ["I fly to Newark on Friday", "My dog is called Rex", "I prefer aisle seats on long flights"]
+    own = [point(TENANT_A, USER_1, t, basis(i)) for i, t in enumerate(texts)]
+    other_user = [point(TENANT_A, USER_2, t, basis(i)) for i, t in enumerate(texts)]
+    other_tenant = [point(TENANT_B, USER_1, t, basis(i)) for i, t in enumerate(texts)]
+    store.upsert(own + other_user + other_tenant)
+    ids = lambda pts: {p.memory_id for p in pts}  # noqa: E731
+    return {"own": ids(own), "other_user": ids(other_user), "other_tenant": ids(other_tenant), "points": own}
+
+
+ALICE_1 = Scope(TENANT_A, USER_1)
+
+
+def test_upsert_then_retrieve_returns_the_payload(store, world):
+    first = world["points"][0]
+    [hit] = store.retrieve(ALICE_1, [first.memory_id])
+    assert hit.memory_id == first.memory_id
+    assert hit.payload["text"] == "I fly to Newark on Friday"
+    assert hit.payload["tenant_id"] == TENANT_A and hit.payload["user_id"] == USER_1
+
+
+def test_dense_search_ranks_the_nearest_first(store, world):
+    hits = store.search(ALICE_1, dense=basis(1, tilt=0.1), text=None, limit=3)
+    assert [h.payload["text"] for h in hits][0] == "My dog is called Rex"
+    assert hits[0].score > hits[1].score
+    assert len(hits) == 3
+
+
+def test_sparse_search_finds_keyword_matches(store, world):
+    hits = store.search(ALICE_1, dense=None, text="Rex the dog", limit=5)
+    assert [h.payload["text"] for h in hits] == ["My dog is called Rex"]
+
+
+def test_hybrid_search_fuses_dense_and_keyword_hits(store, world):
+    # The vector points at the aisle-seat memory, the words at Newark: both come back, the Newark one first
+    # because a second memory ("flights") shares no keyword with it and only the flight memories match "Newark".
+    hits = store.search(ALICE_1, dense=basis(2), text="Newark", limit=3)
+    texts = [h.payload["text"] for h in hits]
+    assert "I fly to Newark on Friday" in texts[:2]
+    assert "I prefer aisle seats on long flights" in texts[:2]
+    both = store.search(ALICE_1, dense=basis(0), text="Newark Friday", limit=3)
+    assert both[0].payload["text"] == "I fly to Newark on Friday"
+
+
+def test_search_with_no_usable_input_returns_nothing(store, world):
+    assert store.search(ALICE_1, dense=None, text=None, limit=5) == []
+    assert store.search(ALICE_1, dense=None, text="the and of", limit=5) == []  # stopwords only
+    assert store.search(ALICE_1, dense=basis(0), text=None, limit=0) == []
+
+
+@pytest.mark.parametrize("mode", ["dense", "sparse", "hybrid"])
+def test_search_never_returns_another_tenant_or_user(store, world, mode):
+    dense = basis(0) if mode != "sparse" else None
+    text = "Newark dog aisle flights Rex" if mode != "dense" else None
+    found = {h.memory_id for h in store.search(ALICE_1, dense=dense, text=text, limit=50)}
+    assert found and found <= world["own"]
+    tenant_wide = {h.memory_id for h in store.search(Scope(TENANT_A), dense=dense, text=text, limit=50)}
+    assert tenant_wide & world["other_user"]
+    assert not tenant_wide & world["other_tenant"]
+
+
+def test_scroll_is_scoped_and_pages_through_everything(store, world):
+    seen, offset = [], None
+    for _ in range(10):
+        page, offset = store.scroll(ALICE_1, limit=2, offset=offset)
+        seen += [h.memory_id for h in page]
+        if offset is None:
+            break
+    assert set(seen) == world["own"] and len(seen) == 3
+
+
+def test_count_is_scoped(store, world):
+    assert store.count(ALICE_1) == 3
+    assert store.count(Scope(TENANT_A)) == 6
+    assert store.count(Scope(TENANT_B)) == 3
+    assert store.count(ALICE_1, statuses=["deleted"]) == 0
+    assert store.count(ALICE_1, statuses=[]) == 0
+
+
+def test_delete_of_foreign_ids_deletes_nothing(store, world):
+    store.delete(ALICE_1, list(world["other_user"] | world["other_tenant"]))
+    assert store.count(Scope(TENANT_A, USER_2)) == 3
+    assert store.count(Scope(TENANT_B)) == 3
+    own = sorted(world["own"])
+    store.delete(ALICE_1, own[:1])
+    assert store.count(ALICE_1) == 2
+
+
+def test_retrieve_is_scoped(store, world):
+    asked = list(world["own"] | world["other_user"] | world["other_tenant"])
+    assert {h.memory_id for h in store.retrieve(ALICE_1, asked)} == world["own"]
+    assert store.retrieve(ALICE_1, []) == []
+
+
+def test_set_payload_is_scoped(store, world):
+    foreign = sorted(world["other_tenant"])[0]
+    store.set_payload(ALICE_1, foreign, {"status": "deleted"})
+    [canary] = store.retrieve(Scope(TENANT_B, USER_1), [foreign])
+    assert canary.payload["status"] == "active"
+    own = sorted(world["own"])[0]
+    store.set_payload(ALICE_1, own, {"status": "deleted", "importance": 0.1})
+    [mine] = store.retrieve(ALICE_1, [own])
+    assert mine.payload["status"] == "deleted" and mine.payload["importance"] == 0.1
+    assert store.count(ALICE_1, statuses=["active"]) == 2
+
+
+@pytest.mark.parametrize("key", ["tenant_id", "user_id", "memory_id"])
+def test_set_payload_cannot_move_a_point_out_of_its_scope(store, world, key):
+    own = sorted(world["own"])[0]
+    with pytest.raises(ValueError):
+        store.set_payload(ALICE_1, own, {key: TENANT_B})
+    [mine] = store.retrieve(ALICE_1, [own])
+    assert mine.payload["tenant_id"] == TENANT_A
+
+
+@pytest.mark.parametrize("tenant", ["", "   ", None])
+def test_a_scope_without_tenant_raises(tenant):
+    with pytest.raises(ScopeMissing):
+        Scope(tenant, USER_1)
+
+
+@pytest.mark.parametrize("call", [
+    lambda s: s.search(None, dense=basis(0), text="x", limit=5),
+    lambda s: s.scroll(None),
+    lambda s: s.count(None),
+    lambda s: s.delete(None, [str(uuid.uuid4())]),
+    lambda s: s.delete_scope(None),
+    lambda s: s.retrieve(None, [str(uuid.uuid4())]),
+    lambda s: s.set_payload(None, str(uuid.uuid4()), {"status": "active"}),
+    lambda s: s.search(object.__new__(Scope), dense=basis(0), text=None, limit=5),  # a Scope that skipped its check
+], ids=["search", "scroll", "count", "delete", "delete_scope", "retrieve", "set_payload", "bypassed_scope"])
+def test_every_call_without_a_tenant_raises(store, world, call):
+    with pytest.raises(ScopeMissing):
+        call(store)
+
+
+def test_a_point_without_tenant_or_user_is_refused(store):
+    with pytest.raises(ScopeMissing):
+        store.upsert([MemoryPoint(str(uuid.uuid4()), basis(0), "x", {"user_id": USER_1})])
+    with pytest.raises(ScopeMissing):
+        store.upsert([MemoryPoint(str(uuid.uuid4()), basis(0), "x", {"tenant_id": TENANT_A})])
+    assert store.health() == 0
+
+
+def test_a_vector_of_the_wrong_size_is_refused(store):
+    with pytest.raises(ValueError):
+        store.upsert([point(TENANT_A, USER_1, "x", [1.0, 0.0])])
+
+
+def test_expired_points_are_excluded(store):
+    now = time.time()
+    expired = point(TENANT_A, USER_1, "old boarding pass for Newark", basis(0), expires_at=now - 60)
+    fresh = point(TENANT_A, USER_1, "next boarding pass for Newark", basis(0, 0.1), expires_at=now + 3600)
+    forever = point(TENANT_A, USER_1, "home airport is Newark", basis(0, 0.2))
+    store.upsert([expired, fresh, forever])
+    for dense, text in [(basis(0), None), (None, "Newark"), (basis(0), "Newark")]:
+        found = {h.memory_id for h in store.search(ALICE_1, dense=dense, text=text, limit=10, not_expired_at=now)}
+        assert found == {fresh.memory_id, forever.memory_id}
+    unfiltered = store.search(ALICE_1, dense=basis(0), text=None, limit=10)
+    assert expired.memory_id in {h.memory_id for h in unfiltered}
+
+
+def test_statuses_and_kinds_narrow_the_search(store):
+    active = point(TENANT_A, USER_1, "likes tea", basis(0))
+    superseded = point(TENANT_A, USER_1, "likes coffee", basis(0, 0.1), status="superseded")
+    goal = point(TENANT_A, USER_1, "wants to learn Rust", basis(0, 0.2), kind="goal")
+    store.upsert([active, superseded, goal])
+    default = {h.memory_id for h in store.search(ALICE_1, dense=basis(0), text=None, limit=10)}
+    assert default == {active.memory_id, goal.memory_id}
+    any_status = {h.memory_id for h in store.search(ALICE_1, dense=basis(0), text=None, limit=10, statuses=None)}
+    assert any_status == {active.memory_id, superseded.memory_id, goal.memory_id}
+    goals = store.search(ALICE_1, dense=basis(0), text=None, limit=10, kinds=["goal"])
+    assert [h.memory_id for h in goals] == [goal.memory_id]
+    assert store.search(ALICE_1, dense=basis(0), text=None, limit=10, kinds=[]) == []
+
+
+def test_upserting_the_same_memory_twice_keeps_one_point(store):
+    memory_id = str(uuid.uuid4())
+    store.upsert([point(TENANT_A, USER_1, "my seat is 12A", basis(0), memory_id=memory_id)])
+    store.upsert([point(TENANT_A, USER_1, "my seat is 14C", basis(1), memory_id=memory_id)])
+    assert store.count(ALICE_1) == 1
+    [hit] = store.retrieve(ALICE_1, [memory_id.upper()])
+    assert hit.payload["text"] == "my seat is 14C"
+    assert store.search(ALICE_1, dense=None, text="12A", limit=5) == []
+
+
+def test_delete_scope_removes_one_user_and_nothing_else(store, world):
+    store.delete_scope(ALICE_1)
+    assert store.count(ALICE_1) == 0
+    assert store.count(Scope(TENANT_A, USER_2)) == 3
+    assert store.count(Scope(TENANT_B, USER_1)) == 3
+
+
+def test_results_are_post_filtered_even_if_the_backend_filter_leaks(store, world, monkeypatch):
+    """The second guard: with the backend filter sabotaged to match everything, nothing foreign comes back."""
+    monkeypatch.setattr(ScopeFilter, "to_edge", lambda self: None)
+    monkeypatch.setattr(ScopeFilter, "to_client", lambda self: None)
+    for dense, text in [(basis(0), None), (None, "Newark dog aisle"), (basis(0), "Newark dog aisle")]:
+        found = {h.memory_id for h in store.search(ALICE_1, dense=dense, text=text, limit=50)}
+        assert found and found <= world["own"]
+    asked = list(world["own"] | world["other_user"] | world["other_tenant"])
+    assert {h.memory_id for h in store.retrieve(ALICE_1, asked)} <= world["own"]
+    page, _ = store.scroll(ALICE_1, limit=50)
+    assert {h.memory_id for h in page} == world["own"]
+
+
+def test_dense_size_and_health(store, world):
+    assert store.dense_size() == DIM
+    assert store.health() == 9
+
+
+def test_point_ids_are_deterministic():
+    memory_id = uuid.uuid4()
+    assert point_id_for(memory_id) == point_id_for(str(memory_id)) == point_id_for(str(memory_id).upper())
+    assert point_id_for(memory_id) != point_id_for(uuid.uuid4())
+
+
+def test_collection_name_is_per_embedding_model():
+    assert collection_name("continuum_memories", "all-MiniLM-L6-v2", 384) == "continuum_memories_all_minilm_l6_v2_384"
+    assert collection_name("p", "text-embedding-3-small", 1536) != collection_name("p", "all-MiniLM-L6-v2", 384)
+
+
+@hsettings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(owners=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2)), min_size=1, max_size=12),
+       asker=st.tuples(st.integers(0, 2), st.integers(0, 2)), axis=st.integers(0, DIM - 1))
+def test_no_search_ever_crosses_tenants_or_users(store, owners, asker, axis):
+    run = uuid.uuid4().hex[:8]  # each example writes under fresh tenant ids
+    tenant = lambda i: f"{run}-tenant-{i}"  # noqa: E731
+    points = [point(tenant(t), f"user-{u}", f"note {n} about trains", basis(axis + n)) for n, (t, u) in
+              enumerate(owners)]
+    store.upsert(points)
+    scope = Scope(tenant(asker[0]), f"user-{asker[1]}")
+    mine = {p.memory_id for p, o in zip(points, owners) if o == asker}
+    for dense, text in [(basis(axis), None), (None, "trains"), (basis(axis), "trains")]:
+        found = {h.memory_id for h in store.search(scope, dense=dense, text=text, limit=20)}
+        assert found == mine
+    assert store.count(scope) == len(mine)
+
+
+def test_edge_shard_is_held_by_one_opener_and_persists(tmp_path):
+    path = tmp_path / "held"
+    first = EdgeVectorStore(path, dim=DIM)
+    first.ensure_collection()
+    first.upsert([point(TENANT_A, USER_1, "persisted", basis(0))])
+    with pytest.raises(VectorStoreError):
+        EdgeVectorStore(path, dim=DIM)
+    first.close()
+    first.close()  # idempotent
+    with pytest.raises(VectorStoreError):
+        first.count(ALICE_1)
+    again = EdgeVectorStore(path, dim=DIM)
+    try:
+        assert again.count(ALICE_1) == 1
+        assert again.dense_size() == DIM
+    finally:
+        again.close()
