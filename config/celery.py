@@ -8,3 +8,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 app = Celery("continuum")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# Lifecycle jobs live in a package below the memory app, out of autodiscovery's default reach.
+app.autodiscover_tasks(["memory.lifecycle"])

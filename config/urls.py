@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from infra.health import healthz, readyz
+from infra.metrics import metrics
 
 api_v1 = [
     path("", include("tenants.urls")),
@@ -20,4 +21,5 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("healthz", healthz),
     path("readyz", readyz),
+    path("metrics", metrics, name="metrics"),
 ]

@@ -179,3 +179,26 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
 }
+
+# --- Memory lifecycle, admin review and metrics (issue 5) ---------------------
+# Work one job does for one tenant per run; more is re-enqueued.
+MEMORY_LIFECYCLE_BATCH = env.int("MEMORY_LIFECYCLE_BATCH", default=500)
+# A job's per-tenant lock outlives the task's hard time limit, so a killed run's lock expires on its own.
+MEMORY_LIFECYCLE_LOCK_SECONDS = env.int("MEMORY_LIFECYCLE_LOCK_SECONDS", default=CELERY_TASK_TIME_LIMIT + 60)
+# Cosine similarity at or above which two active memories of one user (same kind) are the same memory.
+MEMORY_MERGE_SIMILARITY = env.float("MEMORY_MERGE_SIMILARITY", default=0.92)
+# Effective importance halves every this many days without access (per kind; "default" for the rest).
+MEMORY_DECAY_HALF_LIFE_DAYS = env.json("MEMORY_DECAY_HALF_LIFE_DAYS",
+                                       default={"event": 30, "goal": 60, "default": 180})
+# Each access multiplies effective importance by 1 + this × ln(1 + accesses).
+MEMORY_DECAY_ACCESS_BOOST = env.float("MEMORY_DECAY_ACCESS_BOOST", default=0.25)
+# Below this effective importance a memory is "decayed"; after the grace period the forget job deletes it.
+MEMORY_FORGET_THRESHOLD = env.float("MEMORY_FORGET_THRESHOLD", default=0.05)
+MEMORY_FORGET_GRACE_DAYS = env.int("MEMORY_FORGET_GRACE_DAYS", default=30)
+# How many identical episodic statements make one semantic fact (no LLM), and how close a cluster must be (LLM).
+MEMORY_CONSOLIDATE_MIN_REPEATS = env.int("MEMORY_CONSOLIDATE_MIN_REPEATS", default=2)
+MEMORY_CONSOLIDATE_SIMILARITY = env.float("MEMORY_CONSOLIDATE_SIMILARITY", default=0.80)
+# Open sessions quiet for this long get their Redis buffer compacted.
+BUFFER_COMPACT_IDLE_MINUTES = env.int("BUFFER_COMPACT_IDLE_MINUTES", default=10)
+# When set, GET /metrics requires "Authorization: Bearer <token>".
+METRICS_TOKEN = env("METRICS_TOKEN", default="")

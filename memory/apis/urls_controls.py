@@ -1,2 +1,12 @@
-"""Routes for end-user memory controls."""
-urlpatterns = []
+"""Routes for end-user memory controls (export before the detail route, which would take "export" as an id)."""
+from django.urls import path
+
+from . import controls
+
+urlpatterns = [
+    path("users/<str:user_id>/memories", controls.UserMemoryListApi.as_view(), name="user-memories"),
+    path("users/<str:user_id>/memories/export", controls.UserMemoryExportApi.as_view(), name="user-memories-export"),
+    path("users/<str:user_id>/memories/<str:memory_id>", controls.UserMemoryDetailApi.as_view(),
+         name="user-memory-detail"),
+    path("users/<str:user_id>/erase", controls.UserEraseApi.as_view(), name="user-erase"),
+]

@@ -1,0 +1,172 @@
+"""End-user memory controls: list, get, edit, delete, delete all, export, erase. Validate, call one service,
+serialize; every id is checked against the caller's tenant and the user in the path."""
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from infra.errors import ValidationFailed
+from infra.pagination import paginate
+from infra.serializer_fields import StrictCharField
+from tenants.selectors import access_end_user
+
+from .. import controls
+from ..erasure import user_erase
+from ..models import MemoryEvent, MemoryKind, MemoryStatus
+
+END_USER = MemoryEvent.Actor.END_USER
+
+
+class ProvenanceOutput(serializers.Serializer):
+    source_type = serializers.CharField()
+    session_id = serializers.UUIDField(allow_null=True)
+    source_message_id = serializers.UUIDField(allow_null=True)
+    source_message_ids = serializers.ListField(child=serializers.CharField())
+    extractor = serializers.CharField()
+    extractor_version = serializers.CharField()
+
+
+class MemoryOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    user_id = serializers.UUIDField()
+    kind = serializers.CharField()
+    text = serializers.CharField()
+    subject = serializers.CharField()
+    value = serializers.CharField()
+    status = serializers.CharField()
+    confidence = serializers.FloatField()
+    importance = serializers.FloatField()
+    source_type = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    last_accessed_at = serializers.DateTimeField(allow_null=True)
+    access_count = serializers.IntegerField()
+    superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
+    provenance = serializers.SerializerMethodField()
+
+    def get_provenance(self, obj) -> dict:
+        return ProvenanceOutput(obj).data
+
+
+class SourceMessageOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    session_id = serializers.UUIDField()
+    seq = serializers.IntegerField()
+    role = serializers.CharField()
+    content = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    external_id = serializers.CharField(allow_null=True)
+
+
+class EventOutput(serializers.Serializer):
+    action = serializers.CharField()
+    actor_type = serializers.CharField()
+    actor_id = serializers.CharField()
+    before = serializers.JSONField(allow_null=True)
+    after = serializers.JSONField(allow_null=True)
+    note = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class MemoryDetailOutput(MemoryOutput):
+    source_message = SourceMessageOutput(allow_null=True)
+    history = EventOutput(many=True)
+
+
+def _choices(request, name: str, allowed: list[str]) -> list[str] | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    values = [v.strip() for v in raw.split(",") if v.strip()]
+    bad = [v for v in values if v not in allowed]
+    if bad or not values:
+        raise ValidationFailed(f"Unknown {name}: {', '.join(bad) or raw!r}.", details={name: allowed})
+    return values
+
+
+def _detail(tenant, record) -> dict:
+    record.history = list(controls.memory_history(tenant=tenant, record=record))
+    return MemoryDetailOutput(record).data
+
+
+class UserMemoryListApi(APIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("kind", str, description="Comma-separated kinds"),
+                    OpenApiParameter("status", str, description="Comma-separated statuses; default all but deleted"),
+                    OpenApiParameter("cursor", str), OpenApiParameter("limit", int)],
+        responses={200: MemoryOutput(many=True)}, operation_id="users_memories_list")
+    def get(self, request, user_id):
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=user_id)
+        kinds = _choices(request, "kind", MemoryKind.values)
+        statuses = _choices(request, "status", MemoryStatus.values)
+        qs = controls.memory_list(tenant=tenant, user=user, kinds=kinds, statuses=statuses)
+        return paginate(self, request, qs, MemoryOutput, ordering="-created_at")
+
+    @extend_schema(responses={200: {"type": "object", "properties": {"deleted": {"type": "integer"}}}},
+                   operation_id="users_memories_delete_all")
+    def delete(self, request, user_id):
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=user_id)
+        deleted = controls.memory_delete_all(tenant=tenant, user=user, actor_type=END_USER, actor_id=user.external_id)
+        return Response({"deleted": deleted})
+
+
+class UserMemoryDetailApi(APIView):
+    class Input(serializers.Serializer):
+        text = StrictCharField(max_length=settings.CONTINUUM_MAX_MESSAGE_CHARS, trim_whitespace=True)
+
+    @extend_schema(responses={200: MemoryDetailOutput}, operation_id="users_memories_get")
+    def get(self, request, user_id, memory_id):
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=user_id)
+        return Response(_detail(tenant, controls.access_memory(tenant=tenant, user=user, memory_id=memory_id)))
+
+    @extend_schema(request=Input, responses={200: MemoryDetailOutput}, operation_id="users_memories_update")
+    def patch(self, request, user_id, memory_id):
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=user_id)
+        controls.access_memory(tenant=tenant, user=user, memory_id=memory_id)  # 404 before 400 for others' ids
+        data = self.Input(data=request.data)
+        data.is_valid(raise_exception=True)
+        controls.memory_update_text(tenant=tenant, user=user, memory_id=memory_id, text=data.validated_data["text"],
+                                    actor_type=END_USER, actor_id=user.external_id)
+        return Response(_detail(tenant, controls.access_memory(tenant=tenant, user=user, memory_id=memory_id)))
+
+    @extend_schema(responses={204: None}, operation_id="users_memories_delete")
+    def delete(self, request, user_id, memory_id):
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=user_id)
+        controls.memory_delete(tenant=tenant, user=user, memory_id=memory_id, actor_type=END_USER,
+                               actor_id=user.external_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class UserMemoryExportApi(APIView):
+    @extend_schema(responses={200: {"type": "object"}}, operation_id="users_memories_export")
+    def get(self, request, user_id):
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=user_id)
+        response = Response(controls.memory_export(tenant=tenant, user=user))
+        response["Content-Disposition"] = f'attachment; filename="memories-{user.pk}.json"'
+        return response
+
+
+class UserEraseApi(APIView):
+    class Output(serializers.Serializer):
+        user_id = serializers.UUIDField()
+        memories = serializers.IntegerField()
+        events = serializers.IntegerField()
+        sessions = serializers.IntegerField()
+        redis_keys = serializers.IntegerField()
+        vector_scope_deleted = serializers.BooleanField()
+
+    @extend_schema(request=None, responses={200: Output}, operation_id="users_erase")
+    def post(self, request, user_id):
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=user_id)
+        return Response(self.Output(user_erase(tenant=tenant, user=user).as_dict()).data)

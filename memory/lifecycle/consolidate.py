@@ -1,0 +1,207 @@
+"""Consolidate job: repeated episodic events of a user become one semantic fact.
+
+With an LLM, clusters of similar events are offered to it (structured output) and it names the lasting facts
+they show. Without one, only the safe case is handled: the user said the very same preference in several events
+("I prefer aisle seats", twice). Either way the events are superseded by the fact, which carries all of their
+source messages as provenance, so history and evidence are kept.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from datetime import timedelta
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Q
+
+from infra import clock
+from infra.embedder import get_embedder
+from infra.errors import ServiceUnavailable
+from infra.llm import llm_configured, structured_completion
+from tenants.models import EndUser, Tenant
+
+from ..controls import content_hash_for, memory_history_write, memory_snapshot, memory_vectors_enqueue
+from ..models import MemoryEvent, MemoryKind, MemoryRecord, MemoryStatus, SourceType
+from .runs import JobResult
+
+log = logging.getLogger(__name__)
+
+PER_USER_CAP = 500
+# An LLM call sees at most this many events of one cluster.
+LLM_CLUSTER_CAP = 20
+
+_PREFERENCE = re.compile(
+    r"\b(i|we)\s+(really\s+|usually\s+|always\s+|generally\s+)?(prefer|like|love|enjoy|hate|dislike|"
+    r"can't stand|cannot stand|avoid|want|never|always)\b", re.IGNORECASE)
+
+FACTS_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["facts"],
+    "properties": {"facts": {"type": "array", "items": {
+        "type": "object", "additionalProperties": False,
+        "required": ["text", "kind", "event_numbers", "confidence"],
+        "properties": {
+            "text": {"type": "string"},
+            "kind": {"type": "string", "enum": ["preference", "fact", "procedure", "goal"]},
+            "event_numbers": {"type": "array", "items": {"type": "integer"}},
+            "confidence": {"type": "number"},
+        }}}},
+}
+
+SYSTEM_PROMPT = (
+    "You consolidate a user's long-term memory. You get numbered episodic events the user stated over time. "
+    "Name only lasting facts or preferences about the user that at least two events support, each as one short "
+    "sentence in the third person ('The user prefers aisle seats.'). List the supporting event numbers. "
+    "Do not invent anything the events do not say; return no facts when none are clearly repeated.")
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"[^\w\s']", " ", (text or "").lower())).strip()
+
+
+def repeated_preferences(events: list[MemoryRecord], *, min_repeats: int) -> list[list[MemoryRecord]]:
+    """Groups of events saying the very same preference, oldest first."""
+    groups: dict[str, list[MemoryRecord]] = {}
+    for e in events:
+        if _PREFERENCE.search(e.text):
+            groups.setdefault(_norm(e.text), []).append(e)
+    return [sorted(g, key=lambda r: (r.created_at, r.pk)) for g in groups.values() if len(g) >= min_repeats]
+
+
+def similar_clusters(events: list[MemoryRecord], *, threshold: float, min_size: int) -> list[list[MemoryRecord]]:
+    if len(events) < min_size:
+        return []
+    vectors = np.asarray(get_embedder().embed([e.text for e in events]), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
+    sims = vectors @ vectors.T
+    taken, clusters = [False] * len(events), []
+    for i in range(len(events)):
+        if taken[i]:
+            continue
+        members = [j for j in range(len(events)) if not taken[j] and sims[i, j] >= threshold]
+        if len(members) >= min_size:
+            for j in members:
+                taken[j] = True
+            clusters.append(sorted((events[j] for j in members), key=lambda r: (r.created_at, r.pk))[:LLM_CLUSTER_CAP])
+    return clusters
+
+
+def _llm_facts(cluster: list[MemoryRecord]) -> list[tuple[dict, list[MemoryRecord]]]:
+    listing = "\n".join(f"{n}. ({e.created_at:%Y-%m-%d}) {e.text}" for n, e in enumerate(cluster, start=1))
+    answer = structured_completion(system=SYSTEM_PROMPT, user=listing, schema_name="consolidated_facts",
+                                   schema=FACTS_SCHEMA)
+    out = []
+    for fact in answer.get("facts") or []:
+        members = [cluster[n - 1] for n in sorted(set(fact.get("event_numbers") or [])) if 1 <= n <= len(cluster)]
+        text = (fact.get("text") or "").strip()
+        if text and len(members) >= 2 and fact.get("kind") in MemoryKind.values:
+            out.append(({"text": text[:2000], "kind": fact["kind"],
+                         "confidence": min(1.0, max(0.0, float(fact.get("confidence") or 0.7)))}, members))
+    return out
+
+
+def fact_from_events(*, tenant: Tenant, text: str, kind: str, confidence: float, source_type: str,
+                     event_ids: list, actor_id: str) -> MemoryRecord | None:
+    """Write the fact (or reinforce an identical active one) and supersede the events by it, in one
+    transaction. Returns None, changing nothing, when any event is no longer active (another run won)."""
+    with transaction.atomic():
+        events = list(MemoryRecord.objects.select_for_update().filter(pk__in=event_ids, status=MemoryStatus.ACTIVE)
+                      .order_by("created_at", "pk"))
+        if len(events) != len(set(event_ids)):
+            return None
+        latest = events[-1]
+        sources = []
+        for e in events:
+            for mid in [*([str(e.source_message_id)] if e.source_message_id else []), *(e.source_message_ids or [])]:
+                if mid not in sources:
+                    sources.append(mid)
+        digest = content_hash_for(text)
+        fact = (MemoryRecord.objects.select_for_update()
+                .filter(tenant=tenant, user_id=latest.user_id, kind=kind, status=MemoryStatus.ACTIVE,
+                        content_hash=digest).first())
+        now = clock.now()
+        if fact is None:
+            ttl = (tenant.memory_ttl_days or {}).get(kind)
+            held = source_type == SourceType.INFERRED and tenant.review_inferred
+            fact = MemoryRecord.objects.create(
+                tenant=tenant, user_id=latest.user_id, kind=kind, text=text, confidence=confidence,
+                importance=max(e.importance for e in events), source_type=source_type,
+                source_message_id=latest.source_message_id, source_message_ids=sources, session_id=latest.session_id,
+                created_at=latest.created_at, status_changed_at=now,
+                status=MemoryStatus.PENDING_REVIEW if held else MemoryStatus.ACTIVE,
+                reinforcement_count=len(events) - 1, extractor="consolidate", content_hash=digest,
+                expires_at=now + timedelta(days=int(ttl)) if ttl else None,
+                metadata={"consolidated_from": [str(e.pk) for e in events]})
+            memory_history_write(record=fact, action=MemoryEvent.Action.CREATED, actor_type="system",
+                                 actor_id=actor_id, after=memory_snapshot(fact),
+                                 note=f"consolidated from {len(events)} events")
+        else:
+            before = memory_snapshot(fact)
+            fact.reinforcement_count += len(events)
+            fact.source_message_ids = [*fact.source_message_ids, *(s for s in sources if s not in fact.source_message_ids)]
+            fact.save(update_fields=["reinforcement_count", "source_message_ids", "updated_at"])
+            memory_history_write(record=fact, action=MemoryEvent.Action.REINFORCED, actor_type="system",
+                                 actor_id=actor_id, before=before, after=memory_snapshot(fact),
+                                 note=f"reinforced by {len(events)} repeated events")
+        for e in events:
+            before = memory_snapshot(e)
+            e.status, e.status_changed_at, e.superseded_by = MemoryStatus.SUPERSEDED, now, fact
+            e.save(update_fields=["status", "status_changed_at", "superseded_by", "updated_at"])
+            memory_history_write(record=e, action=MemoryEvent.Action.SUPERSEDED, actor_type="system",
+                                 actor_id=actor_id, before=before, after=memory_snapshot(e),
+                                 note=f"consolidated into {fact.pk}")
+        memory_vectors_enqueue([fact, *events])
+    return fact
+
+
+def memories_consolidate(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:
+    min_repeats = max(2, settings.MEMORY_CONSOLIDATE_MIN_REPEATS)
+    use_llm = llm_configured()
+    users = (EndUser.objects.filter(tenant=tenant)
+             .annotate(n=Count("memories", filter=Q(memories__status=MemoryStatus.ACTIVE,
+                                                    memories__kind=MemoryKind.EVENT)))
+             .filter(n__gte=min_repeats).order_by("pk"))
+    if cursor:
+        users = users.filter(pk__gt=cursor)
+    stats = {"examined": 0, "facts": 0, "events_superseded": 0, "method": "llm" if use_llm else "rules"}
+    last_user, more = None, False
+    for user in users.iterator(chunk_size=100):
+        if stats["examined"] >= limit:
+            more = True
+            break
+        events = list(MemoryRecord.objects.filter(tenant=tenant, user=user, kind=MemoryKind.EVENT,
+                                                  status=MemoryStatus.ACTIVE).order_by("-created_at")[:PER_USER_CAP])
+        stats["examined"] += len(events)
+        last_user = user.pk
+        plans: list[tuple[dict, list[MemoryRecord]]] = []
+        for group in repeated_preferences(events, min_repeats=min_repeats):
+            plans.append(({"text": group[-1].text, "kind": MemoryKind.PREFERENCE,
+                           "confidence": max(e.confidence for e in group), "source_type": SourceType.USER_STATED},
+                          group))
+        if use_llm:
+            claimed = {e.pk for _, group in plans for e in group}
+            rest = [e for e in events if e.pk not in claimed]
+            for cluster in similar_clusters(rest, threshold=settings.MEMORY_CONSOLIDATE_SIMILARITY,
+                                            min_size=min_repeats):
+                try:
+                    for fact, members in _llm_facts(cluster):
+                        plans.append(({**fact, "source_type": SourceType.INFERRED}, members))
+                except (ServiceUnavailable, ValueError) as exc:
+                    log.warning("consolidate: LLM unavailable for user %s (%s); rules only this pass", user.pk, exc)
+                    stats["llm_errors"] = stats.get("llm_errors", 0) + 1
+        used: set = set()
+        for fact, members in plans:
+            members = [m for m in members if m.pk not in used]
+            if len(members) < 2:
+                continue
+            made = fact_from_events(tenant=tenant, text=fact["text"], kind=fact["kind"],
+                                    confidence=fact["confidence"], source_type=fact["source_type"],
+                                    event_ids=[m.pk for m in members], actor_id="lifecycle.consolidate")
+            if made is not None:
+                used.update(m.pk for m in members)
+                stats["facts"] += 1
+                stats["events_superseded"] += len(members)
+    return JobResult(stats=stats, more=more, cursor=str(last_user) if more and last_user else None)

@@ -1,0 +1,93 @@
+"""Decay job: effective importance falls with time since last access and rises with how often a memory is used.
+
+The record's `importance` holds the effective value (what retrieval ranks by); the value it decays from is kept
+in metadata["decay"]["base"]. When something else changed `importance` since the last pass (a reinforcement, a
+staff edit), that new value becomes the base. Recomputing from base and clock makes a second run a no-op.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+
+from infra import clock
+from tenants.models import Tenant
+
+from ..models import MemoryRecord, MemoryStatus
+from .runs import JobResult
+
+log = logging.getLogger(__name__)
+
+
+def half_life_days(kind: str) -> float:
+    table = settings.MEMORY_DECAY_HALF_LIFE_DAYS
+    return float(table.get(kind, table.get("default", 180)))
+
+
+def effective_importance(*, base: float, last_used: datetime, uses: int, kind: str, now: datetime) -> float:
+    idle_days = max(0.0, (now - last_used).total_seconds() / 86400)
+    value = base * 0.5 ** (idle_days / half_life_days(kind))
+    value *= 1 + settings.MEMORY_DECAY_ACCESS_BOOST * math.log1p(max(0, uses))
+    return round(min(1.0, max(0.0, value)), 4)
+
+
+def _base_of(record: MemoryRecord) -> float:
+    state = (record.metadata or {}).get("decay") or {}
+    if "base" in state and math.isclose(state.get("applied", -1), record.importance, abs_tol=1e-6):
+        return float(state["base"])
+    return float(record.importance)
+
+
+def memories_decay(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:
+    now = clock.now()
+    qs = MemoryRecord.objects.filter(tenant=tenant, status=MemoryStatus.ACTIVE).order_by("pk")
+    if cursor:
+        qs = qs.filter(pk__gt=cursor)
+    records = list(qs[: limit + 1])
+    more, records = len(records) > limit, records[:limit]
+    changed, below, payloads = 0, 0, []
+    threshold = settings.MEMORY_FORGET_THRESHOLD
+    with transaction.atomic():
+        for record in records:
+            base = _base_of(record)
+            value = effective_importance(base=base, last_used=record.last_accessed_at or record.created_at,
+                                         uses=record.access_count + record.reinforcement_count, kind=record.kind,
+                                         now=now)
+            metadata = dict(record.metadata or {})
+            state = dict(metadata.get("decay") or {})
+            state.update(base=base, applied=value)
+            if value < threshold:
+                below += 1
+                state.setdefault("below_since", now.timestamp())
+            else:
+                state.pop("below_since", None)
+            if metadata.get("decay") == state and math.isclose(value, record.importance, abs_tol=1e-4):
+                continue
+            metadata["decay"] = state
+            # Conditional on the row still being active: a record deleted meanwhile is left as it is.
+            if MemoryRecord.objects.filter(pk=record.pk, status=MemoryStatus.ACTIVE).update(
+                    importance=value, metadata=metadata):
+                changed += 1
+                if not math.isclose(value, record.importance, abs_tol=1e-4):
+                    payloads.append((str(record.user_id), str(record.pk), value))
+    _payloads_apply(tenant, payloads)
+    return JobResult(stats={"checked": len(records), "changed": changed, "below_threshold": below},
+                     more=more, cursor=str(records[-1].pk) if more else None)
+
+
+def _payloads_apply(tenant: Tenant, payloads: list[tuple[str, str, float]]) -> None:
+    """Importance is payload only (no new vector), so it is set in place; a failure is drift the reconcile
+    job repairs, not a reason to fail the pass."""
+    if not payloads:
+        return
+    from ..vector_store import Scope, get_vector_store
+
+    try:
+        store = get_vector_store()
+        for user_id, memory_id, value in payloads:
+            store.set_payload(Scope(tenant_id=str(tenant.pk), user_id=user_id), memory_id, {"importance": value})
+    except Exception:
+        log.warning("decay: could not update importance in the vector store; reconcile will", exc_info=True)

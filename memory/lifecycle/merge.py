@@ -1,0 +1,139 @@
+"""Merge job: near-duplicate active memories of one user fold into the best-supported one.
+
+The keeper absorbs the others' support (reinforcements, accesses, source messages); the others become
+`superseded` by it, with history on every record. Two records with the same subject but different values are a
+contradiction, not duplicates, and are never merged here.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Q
+
+from infra import clock
+from infra.embedder import get_embedder
+from tenants.models import EndUser, Tenant
+
+from ..controls import memory_history_write, memory_snapshot, memory_vectors_enqueue
+from ..models import MemoryEvent, MemoryRecord, MemoryStatus, SourceType
+from .runs import JobResult
+
+# How many of a user's most recent active memories one pass compares.
+PER_USER_CAP = 1000
+
+_SOURCE_RANK = {SourceType.USER_STATED: 3, SourceType.TOOL_RESULT: 2, SourceType.SYSTEM: 1, SourceType.INFERRED: 0}
+
+
+def support_key(record: MemoryRecord) -> tuple:
+    """Most evidence first; then the stronger source, the higher confidence, and the older record."""
+    evidence = record.reinforcement_count + len(record.source_message_ids or []) + record.access_count
+    return (evidence, _SOURCE_RANK.get(record.source_type, 0), record.confidence, -record.created_at.timestamp())
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", " ", (text or "").lower())).strip()
+
+
+def contradicts(a: MemoryRecord, b: MemoryRecord) -> bool:
+    return bool(a.subject and b.subject and _norm(a.subject) == _norm(b.subject) and _norm(a.value) != _norm(b.value))
+
+
+def duplicate_clusters(records: list[MemoryRecord], *, threshold: float) -> list[list[MemoryRecord]]:
+    """Greedy clusters around the best-supported record: every member is near the keeper itself, so a chain of
+    pairwise-similar records cannot drag in one unlike the keeper. The keeper is first in each cluster."""
+    clusters = []
+    by_kind: dict[str, list[MemoryRecord]] = {}
+    for r in records:
+        by_kind.setdefault(r.kind, []).append(r)
+    for group in by_kind.values():
+        if len(group) < 2:
+            continue
+        group.sort(key=support_key, reverse=True)
+        vectors = np.asarray(get_embedder().embed([r.text for r in group]), dtype=np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
+        sims = vectors @ vectors.T
+        taken = [False] * len(group)
+        for i, keeper in enumerate(group):
+            if taken[i]:
+                continue
+            taken[i] = True
+            members = [keeper]
+            for j in range(i + 1, len(group)):
+                same = group[j].content_hash and group[j].content_hash == keeper.content_hash
+                if not taken[j] and (same or sims[i, j] >= threshold) and not contradicts(keeper, group[j]):
+                    taken[j] = True
+                    members.append(group[j])
+            if len(members) > 1:
+                clusters.append(members)
+    return clusters
+
+
+def memories_fold(*, keeper_id, other_ids: list, actor_id: str, note: str) -> int:
+    """Supersede the others by the keeper, which absorbs their support. Returns how many were folded.
+
+    Locks every row and re-checks it is still active: a concurrent run or a user's delete that got there
+    first wins, and nothing is applied twice."""
+    with transaction.atomic():
+        rows = {r.pk: r for r in MemoryRecord.objects.select_for_update()
+                .filter(pk__in=[keeper_id, *other_ids], status=MemoryStatus.ACTIVE).order_by("pk")}
+        keeper = rows.get(keeper_id)
+        others = [rows[i] for i in other_ids if i in rows]
+        if keeper is None or not others:
+            return 0
+        before = memory_snapshot(keeper)
+        sources = list(keeper.source_message_ids or [])
+        for other in others:
+            for mid in [*(other.source_message_ids or []), *([str(other.source_message_id)]
+                                                              if other.source_message_id else [])]:
+                if mid not in sources:
+                    sources.append(mid)
+            keeper.reinforcement_count += other.reinforcement_count + 1
+            keeper.access_count += other.access_count
+            keeper.confidence = max(keeper.confidence, other.confidence)
+            keeper.importance = max(keeper.importance, other.importance)
+            if other.last_accessed_at and (not keeper.last_accessed_at or other.last_accessed_at > keeper.last_accessed_at):
+                keeper.last_accessed_at = other.last_accessed_at
+        keeper.source_message_ids = sources
+        keeper.save(update_fields=["reinforcement_count", "access_count", "confidence", "importance",
+                                   "last_accessed_at", "source_message_ids", "updated_at"])
+        memory_history_write(record=keeper, action=MemoryEvent.Action.REINFORCED, actor_type="system",
+                             actor_id=actor_id, before=before, after=memory_snapshot(keeper),
+                             note=f"{note}: absorbed {len(others)}")
+        now = clock.now()
+        for other in others:
+            before = memory_snapshot(other)
+            other.status, other.status_changed_at, other.superseded_by = MemoryStatus.SUPERSEDED, now, keeper
+            other.save(update_fields=["status", "status_changed_at", "superseded_by", "updated_at"])
+            memory_history_write(record=other, action=MemoryEvent.Action.SUPERSEDED, actor_type="system",
+                                 actor_id=actor_id, before=before, after=memory_snapshot(other),
+                                 note=f"{note} into {keeper.pk}")
+        memory_vectors_enqueue([keeper, *others])
+    return len(others)
+
+
+def memories_merge(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:
+    """One pass over users (in id order, after the cursor) until about `limit` memories were compared."""
+    users = (EndUser.objects.filter(tenant=tenant)
+             .annotate(n=Count("memories", filter=Q(memories__status=MemoryStatus.ACTIVE))).filter(n__gte=2)
+             .order_by("pk"))
+    if cursor:
+        users = users.filter(pk__gt=cursor)
+    compared, merged, clusters_n, last_user, more = 0, 0, 0, None, False
+    for user in users.iterator(chunk_size=100):
+        if compared >= limit:
+            more = True
+            break
+        records = list(MemoryRecord.objects.filter(tenant=tenant, user=user, status=MemoryStatus.ACTIVE)
+                       .order_by("-created_at")[:PER_USER_CAP])
+        compared += len(records)
+        last_user = user.pk
+        for cluster in duplicate_clusters(records, threshold=settings.MEMORY_MERGE_SIMILARITY):
+            folded = memories_fold(keeper_id=cluster[0].pk, other_ids=[r.pk for r in cluster[1:]],
+                                   actor_id="lifecycle.merge", note="merged near-duplicates")
+            merged += folded
+            clusters_n += 1 if folded else 0
+    return JobResult(stats={"compared": compared, "clusters": clusters_n, "superseded": merged},
+                     more=more, cursor=str(last_user) if more and last_user else None)

@@ -1,0 +1,267 @@
+"""Admin for tenants, API keys and end users, and the one mixin that limits staff to their own tenants.
+
+Superusers see everything. Any other staff user sees only the tenants listing them in Tenant.staff_users:
+every scoped ModelAdmin filters its queryset in TenantScopedAdminMixin, so another tenant's object is "not
+found" (the admin redirects), and actions only ever receive in-scope rows. Django's model permissions still
+apply on top.
+"""
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
+from django.urls import reverse
+from django.utils.html import format_html
+from rest_framework_api_key.admin import APIKeyModelAdmin
+
+from .models import EndUser, Tenant, TenantApiKey
+
+
+def admin_tenants(request) -> QuerySet[Tenant] | None:
+    """The tenants this admin user may see; None means all (superuser)."""
+    if request.user.is_superuser:
+        return None
+    return Tenant.objects.filter(staff_users=request.user)
+
+
+class TenantScopedAdminMixin:
+    """Scopes a ModelAdmin to the request user's tenants. `tenant_lookup` is the path from the model to its
+    Tenant ("tenant", "session__tenant"); an empty string means the model is Tenant itself."""
+
+    tenant_lookup = "tenant"
+
+    def _scope_filter(self, tenants) -> Q:
+        return Q(**{f"{self.tenant_lookup}__in" if self.tenant_lookup else "pk__in": tenants})
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        tenants = admin_tenants(request)
+        return qs if tenants is None else qs.filter(self._scope_filter(tenants))
+
+    def tenant_of(self, obj) -> Tenant | None:
+        if not self.tenant_lookup:
+            return obj
+        for part in self.tenant_lookup.split("__"):
+            obj = getattr(obj, part, None)
+        return obj
+
+    def in_scope(self, request, obj=None) -> bool:
+        if request.user.is_superuser:
+            return True
+        if not (request.user.is_active and request.user.is_staff):
+            return False
+        if obj is None:
+            return request.user.tenants.exists()
+        tenant = self.tenant_of(obj)
+        return tenant is not None and tenant.staff_users.filter(pk=request.user.pk).exists()
+
+    def has_module_permission(self, request):
+        return super().has_module_permission(request) and self.in_scope(request)
+
+    def has_view_permission(self, request, obj=None):
+        return super().has_view_permission(request, obj) and self.in_scope(request, obj)
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and self.in_scope(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return super().has_delete_permission(request, obj) and self.in_scope(request, obj)
+
+    def has_add_permission(self, request, *args):
+        return super().has_add_permission(request, *args) and self.in_scope(request)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        tenants = admin_tenants(request)
+        if tenants is not None:
+            if db_field.related_model is Tenant:
+                kwargs["queryset"] = tenants
+            elif db_field.related_model is EndUser:
+                kwargs["queryset"] = EndUser.objects.filter(tenant__in=tenants)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class ScopedTenantFilter(admin.SimpleListFilter):
+    """A tenant filter that lists only the tenants the user may see (the stock one would list them all)."""
+
+    title = "tenant"
+    parameter_name = "tenant"
+    lookup = "tenant"
+
+    def lookups(self, request, model_admin):
+        tenants = admin_tenants(request)
+        tenants = Tenant.objects.all() if tenants is None else tenants
+        return [(str(t.pk), t.slug) for t in tenants.order_by("slug")]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        try:
+            return queryset.filter(**{f"{self.lookup}__pk": value})
+        except Exception:  # a malformed id selects nothing rather than failing the page
+            return queryset.none()
+
+
+def count_of(model, fk: str, **filters):
+    """A correlated COUNT subquery: counting through joins would multiply one relation by another."""
+    counted = (model.objects.filter(**{fk: OuterRef("pk")}, **filters).order_by().values(fk)
+               .annotate(n=Count("pk")).values("n"))
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def admin_link(obj, label=None) -> str:
+    if obj is None:
+        return "—"
+    url = reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
+    return format_html('<a href="{}">{}</a>', url, label if label is not None else str(obj))
+
+
+def changelist_link(model, label: str, **filters) -> str:
+    url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+    query = "&".join(f"{k}={v}" for k, v in filters.items())
+    return format_html('<a href="{}?{}">{}</a>', url, query, label)
+
+
+def staff_actor(request) -> str:
+    """How history names a staff user."""
+    return request.user.get_username()
+
+
+class TenantApiKeyInline(admin.TabularInline):
+    model = TenantApiKey
+    fields = ("prefix", "name", "created", "expiry_date", "revoked")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Tenant)
+class TenantAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+    tenant_lookup = ""
+    list_display = ("slug", "name", "is_active", "end_users_count", "memories_count", "created_at")
+    list_filter = ("is_active",)
+    search_fields = ("slug", "name")
+    readonly_fields = ("id", "created_at", "end_users_link")
+    inlines = [TenantApiKeyInline]
+    filter_horizontal = ("staff_users",)
+
+    def get_queryset(self, request):
+        from memory.models import MemoryRecord
+
+        return super().get_queryset(request).annotate(n_users=count_of(EndUser, "tenant"),
+                                                      n_memories=count_of(MemoryRecord, "tenant"))
+
+    @admin.display(description="end users", ordering="n_users")
+    def end_users_count(self, obj):
+        return obj.n_users
+
+    @admin.display(description="memories", ordering="n_memories")
+    def memories_count(self, obj):
+        return obj.n_memories
+
+    @admin.display(description="end users")
+    def end_users_link(self, obj):
+        return changelist_link(EndUser, "end users of this tenant", tenant=obj.pk) if obj.pk else "—"
+
+    def get_exclude(self, request, obj=None):
+        # Who may administer a tenant is a superuser's decision.
+        return () if request.user.is_superuser else ("staff_users",)
+
+    def has_add_permission(self, request):
+        return request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser and super().has_delete_permission(request, obj)
+
+    def delete_model(self, request, obj):
+        from memory.erasure import tenant_erase
+
+        tenant_erase(tenant=obj)
+
+    def delete_queryset(self, request, queryset):
+        from memory.erasure import tenant_erase
+
+        for tenant in queryset:
+            tenant_erase(tenant=tenant)
+
+
+@admin.register(TenantApiKey)
+class TenantApiKeyAdmin(TenantScopedAdminMixin, APIKeyModelAdmin):
+    list_display = ("prefix", "name", "tenant", "created", "expiry_date", "_has_expired", "revoked")
+    list_filter = (ScopedTenantFilter, "revoked", "created")
+    search_fields = ("name", "prefix", "tenant__slug")
+    actions = ["revoke_keys"]
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = tuple(super().get_readonly_fields(request, obj))
+        # A key never moves to another tenant.
+        return fields + ("tenant",) if obj is not None else fields
+
+    @admin.action(description="Revoke selected API keys", permissions=["change"])
+    def revoke_keys(self, request, queryset):
+        from .services import apikey_revoke
+
+        revoked = sum(apikey_revoke(tenant=key.tenant, prefix=key.prefix) for key in queryset.select_related("tenant"))
+        self.message_user(request, f"Revoked {revoked} API key(s).", messages.SUCCESS)
+
+
+@admin.register(EndUser)
+class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+    list_display = ("external_id", "display_name", "tenant", "active_memories", "all_memories", "sessions_count",
+                    "created_at")
+    list_filter = (ScopedTenantFilter,)
+    search_fields = ("external_id", "display_name")
+    fields = ("id", "tenant", "external_id", "display_name", "metadata", "created_at", "memories_link",
+              "sessions_link")
+    readonly_fields = ("id", "tenant", "external_id", "created_at", "memories_link", "sessions_link")
+
+    def get_queryset(self, request):
+        from memory.models import MemoryRecord, MemoryStatus
+        from sessions.models import Session
+
+        return super().get_queryset(request).select_related("tenant").annotate(
+            n_active=count_of(MemoryRecord, "user", status=MemoryStatus.ACTIVE),
+            n_memories=count_of(MemoryRecord, "user"),
+            n_sessions=count_of(Session, "user"))
+
+    @admin.display(description="active memories", ordering="n_active")
+    def active_memories(self, obj):
+        return obj.n_active
+
+    @admin.display(description="all memories", ordering="n_memories")
+    def all_memories(self, obj):
+        return obj.n_memories
+
+    @admin.display(description="sessions", ordering="n_sessions")
+    def sessions_count(self, obj):
+        return obj.n_sessions
+
+    @admin.display(description="memories")
+    def memories_link(self, obj):
+        from memory.models import MemoryRecord
+
+        return changelist_link(MemoryRecord, "memories of this user", user__id__exact=obj.pk)
+
+    @admin.display(description="sessions")
+    def sessions_link(self, obj):
+        from sessions.models import Session
+
+        return changelist_link(Session, "sessions of this user", user__id__exact=obj.pk)
+
+    def has_add_permission(self, request):
+        return False  # end users arrive through the API
+
+    def delete_model(self, request, obj):
+        from .services import end_user_delete
+
+        end_user_delete(tenant=obj.tenant, user=obj)
+
+    def delete_queryset(self, request, queryset):
+        from .services import end_user_delete
+
+        for user in queryset.select_related("tenant"):
+            end_user_delete(tenant=user.tenant, user=user)
