@@ -171,12 +171,13 @@ def _buffer_ids(ctx: ToolContext) -> dict:
 def _update_notes(ctx: ToolContext, args: dict) -> dict:
     from sessions.buffer import buffer_update_notes
 
-    findings = _string_list(args.get("key_findings"), "key_findings")
-    questions = _string_list(args.get("open_questions"), "open_questions")
-    if not findings and not questions:
-        raise ToolError("Give at least one key finding or open question.")
+    # A list the model leaves out stays as it was; one it sends replaces the old one.
+    findings = _string_list(args["key_findings"], "key_findings") if "key_findings" in args else None
+    questions = _string_list(args["open_questions"], "open_questions") if "open_questions" in args else None
+    if findings is None and questions is None:
+        raise ToolError("Give key_findings, open_questions or both.")
     buffer_update_notes(**_buffer_ids(ctx), key_findings=findings, open_questions=questions)
-    return {"noted": {"key_findings": len(findings), "open_questions": len(questions)}}
+    return {"noted": {"key_findings": len(findings or []), "open_questions": len(questions or [])}}
 
 
 def _set_goal(ctx: ToolContext, args: dict) -> dict:
@@ -248,6 +249,8 @@ def tool_execute(ctx: ToolContext, name: str, arguments: dict) -> tuple[str, dic
         return "ok", tool.handler(ctx, arguments)
     except ToolError as exc:
         return "error", {"error": str(exc)}
+    except AppError as exc:  # a service refused (validation, a dependency down): the model can work with that
+        return "error", {"error": exc.message}
     except Exception:
         # A broken tool must not end the turn: the model hears it failed and answers without it.
         log.exception("tool %s failed", name)

@@ -1,0 +1,109 @@
+"""A scripted OpenAI-compatible chat endpoint for respx: each model call gets the next scripted reply."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import httpx
+
+LLM_BASE_URL = "http://llm.test/v1"
+
+
+def call(name: str, arguments, call_id: str | None = None) -> dict:
+    """One tool call as the model sends it; arguments may be a dict or a raw string (possibly broken)."""
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"id": call_id or f"call_{uuid.uuid4().hex[:10]}", "type": "function",
+            "function": {"name": name, "arguments": raw}}
+
+
+def tool_step(*calls: dict, content: str | None = None) -> dict:
+    return {"content": content, "tool_calls": list(calls)}
+
+
+def answer(text: str) -> dict:
+    return {"content": text, "tool_calls": []}
+
+
+def _completion(reply: dict, model: str) -> dict:
+    message = {"role": "assistant", "content": reply.get("content")}
+    if reply.get("tool_calls"):
+        message["tool_calls"] = reply["tool_calls"]
+    return {"id": f"chatcmpl-{uuid.uuid4().hex[:8]}", "object": "chat.completion", "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
+
+
+def _chunks(reply: dict, model: str, pieces: int = 6) -> list[dict]:
+    cid = f"chatcmpl-{uuid.uuid4().hex[:8]}"
+
+    def chunk(delta, finish=None):
+        return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    text = reply.get("content") or ""
+    if text:
+        size = max(1, len(text) // pieces + 1)
+        out += [chunk({"content": text[i:i + size]}) for i in range(0, len(text), size)]
+    for index, tc in enumerate(reply.get("tool_calls") or []):
+        args = tc["function"]["arguments"]
+        half = len(args) // 2
+        out.append(chunk({"tool_calls": [{"index": index, "id": tc["id"], "type": "function",
+                                          "function": {"name": tc["function"]["name"], "arguments": args[:half]}}]}))
+        out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": args[half:]}}]}))
+    out.append(chunk({}, "tool_calls" if reply.get("tool_calls") else "stop"))
+    return out
+
+
+class ScriptedLLM:
+    """respx side effect. `script` holds replies (dicts) or callables(request_json) -> reply, used in order;
+    `then` (a reply or callable) answers every call after the script runs out, else the call fails the test."""
+
+    def __init__(self, model: str = "test-model"):
+        self.model = model
+        self.script: list = []
+        self.then = None
+        self.requests: list[dict] = []
+        self.chunk_delay = 0.0  # seconds between streamed chunks (to test disconnects)
+        self.chunks_sent = 0
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+
+    def add(self, *replies) -> ScriptedLLM:
+        self.script.extend(replies)
+        return self
+
+    @property
+    def tool_requests(self) -> list[dict]:
+        return [r for r in self.requests if r.get("tools")]
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        with self._lock:
+            self.requests.append(body)
+            step = self.script.pop(0) if self.script else self.then
+        if step is None:
+            self.errors.append(f"unscripted model call #{len(self.requests)}")
+            return httpx.Response(500, json={"error": {"message": "unscripted call", "type": "server_error"}})
+        if isinstance(step, httpx.Response):
+            return step
+        reply = step(body) if callable(step) else step
+        if isinstance(reply, httpx.Response):
+            return reply
+        if not body.get("stream"):
+            return httpx.Response(200, json=_completion(reply, self.model))
+        chunks = _chunks(reply, self.model)
+
+        def stream():
+            for c in chunks:
+                if self.chunk_delay:
+                    time.sleep(self.chunk_delay)
+                self.chunks_sent += 1
+                yield f"data: {json.dumps(c)}\n\n".encode()
+            yield b"data: [DONE]\n\n"
+
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=stream())
