@@ -5,6 +5,8 @@ import logging
 
 from celery import shared_task
 
+from .outbox import outbox_flush_task  # noqa: F401  (lives with the outbox; imported here so workers register it)
+
 log = logging.getLogger(__name__)
 
 

@@ -1,0 +1,117 @@
+"""The vector outbox: writes to Qdrant recorded in the database transaction, applied after it commits.
+
+A service that changes MemoryRecord rows calls `outbox_enqueue()` inside its transaction. After commit the
+rows are applied at once (embed + upsert, or delete). If the vector store is down they stay pending, with
+the error recorded, and `outbox_flush_task` applies them later. Applying is idempotent: point ids are
+deterministic and an upsert always writes the record's current state, so running a row twice is harmless.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from collections import defaultdict
+
+from celery import shared_task
+from django.db import DatabaseError, transaction
+from django.db.models import F
+from redis.exceptions import RedisError
+
+from infra.clock import now
+from infra.redis_client import Keys, get_redis
+
+from .models import MemoryRecord, MemoryStatus, VectorOutbox
+from .points import points_for_records
+from .vector_store import Scope, get_vector_store
+
+log = logging.getLogger(__name__)
+
+FLUSH_LOCK_SECONDS = 240  # longer than a bounded flush run, shorter than the beat interval's worst case
+
+
+def outbox_enqueue(*, tenant_id, memory_ids, op: str = VectorOutbox.Op.UPSERT) -> list[int]:
+    """Record pending vector writes in the caller's transaction; they are applied after it commits."""
+    if op not in VectorOutbox.Op.values:
+        raise ValueError(f"Unknown outbox op {op!r}.")
+    unique = list(dict.fromkeys(str(m) for m in memory_ids))
+    if not unique:
+        return []
+    rows = VectorOutbox.objects.bulk_create(
+        [VectorOutbox(tenant_id_value=tenant_id, memory_uuid=memory_id, op=op) for memory_id in unique]
+    )
+    row_ids = [row.id for row in rows]
+    # robust: a failure after commit must never surface in the request that committed.
+    transaction.on_commit(functools.partial(outbox_apply, ids=row_ids), robust=True)
+    return row_ids
+
+
+def outbox_apply(*, ids: list[int] | None = None, limit: int = 200) -> int:
+    """Apply pending rows (those of `ids`, or the oldest `limit`); returns how many rows were marked done.
+
+    Never raises for a vector-store or embedder failure: the rows stay pending with attempts and last_error.
+    """
+    pending = VectorOutbox.objects.filter(done_at__isnull=True)
+    batch = pending.filter(id__in=ids) if ids is not None else pending
+    # Rows that keep failing go to the back, so one bad memory cannot starve the rest.
+    batch_memories = {row.memory_uuid for row in batch.order_by("attempts", "id")[:limit]}
+    if not batch_memories:
+        return 0
+    # Every pending row of these memories, in order: the last op recorded for a memory is the one that holds.
+    rows = list(pending.filter(memory_uuid__in=batch_memories).order_by("id"))
+    final_op: dict = {}
+    for row in rows:
+        final_op[(row.tenant_id_value, row.memory_uuid)] = row.op
+
+    upsert_keys = [key for key, op in final_op.items() if op == VectorOutbox.Op.UPSERT]
+    # A record gone since, or marked deleted, has no point: its upsert becomes a delete.
+    records = {(r.tenant_id, r.id): r for r in MemoryRecord.objects.filter(id__in=[mid for _, mid in upsert_keys])
+               .exclude(status=MemoryStatus.DELETED)}
+    to_upsert = [records[key] for key in upsert_keys if key in records]
+    to_delete: dict = defaultdict(list)
+    for key, op in final_op.items():
+        if op == VectorOutbox.Op.DELETE or key not in records:
+            to_delete[key[0]].append(str(key[1]))
+
+    row_ids = [row.id for row in rows]
+    try:
+        points = points_for_records(to_upsert)
+        store = get_vector_store()
+        store.upsert(points)
+        for tenant_id, memory_ids in to_delete.items():
+            store.delete(Scope(tenant_id=str(tenant_id)), memory_ids)
+    except Exception as exc:  # the store or the embedder is down: keep the rows for the flush task
+        log.warning("vector outbox: %d rows left pending: %s", len(row_ids), exc)
+        VectorOutbox.objects.filter(id__in=row_ids).update(attempts=F("attempts") + 1,
+                                                           last_error=f"{exc.__class__.__name__}: {exc}"[:2000])
+        return 0
+    return VectorOutbox.objects.filter(id__in=row_ids, done_at__isnull=True).update(done_at=now())
+
+
+def outbox_pending_count(*, tenant_id=None) -> int:
+    pending = VectorOutbox.objects.filter(done_at__isnull=True)
+    if tenant_id is not None:
+        pending = pending.filter(tenant_id_value=tenant_id)
+    return pending.count()
+
+
+@shared_task(bind=True, acks_late=True, autoretry_for=(DatabaseError, RedisError), retry_backoff=True,
+             retry_backoff_max=300, retry_jitter=True, max_retries=5)
+def outbox_flush_task(self, batch_size: int = 200, max_batches: int = 10) -> int:
+    """Apply pending outbox rows, bounded per run; re-enqueues itself while work remains and progress is made."""
+    redis = get_redis()
+    lock = Keys.global_lock("outbox-flush")
+    if not redis.set(lock, "1", nx=True, ex=FLUSH_LOCK_SECONDS):
+        return 0  # another flush is running; it re-enqueues itself if it leaves work behind
+    applied = last = 0
+    try:
+        for _ in range(max_batches):
+            last = outbox_apply(limit=batch_size)
+            applied += last
+            if last == 0:  # nothing pending, or the store is still down: the next beat tick tries again
+                break
+    finally:
+        redis.delete(lock)
+    if last and outbox_pending_count():
+        outbox_flush_task.apply_async(kwargs={"batch_size": batch_size, "max_batches": max_batches}, countdown=1)
+    if applied:
+        log.info("vector outbox: applied %d rows", applied)
+    return applied
