@@ -27,10 +27,17 @@ class Session(models.Model):
     message_seq = models.PositiveIntegerField(default=0)
     # Goal of the session as last known (first user message until the goal stack says otherwise).
     goal = models.TextField(blank=True, default="")
+    # The buffer's working state (goal stack, tool ledger, notes) so a lost Redis key rebuilds it;
+    # the version only moves forward, so a late writer never overwrites a newer snapshot.
+    working_state = models.JSONField(default=dict, blank=True)
+    working_version = models.PositiveBigIntegerField(default=0)
+    # Set once, by whoever first sees the session's first user message: that one looks for links.
+    links_checked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-opened_at", "id"]
-        indexes = [models.Index(fields=["tenant", "user", "state"])]
+        indexes = [models.Index(fields=["tenant", "user", "state"]),
+                   models.Index(fields=["state", "last_activity_at"], name="session_idle_scan")]
         constraints = [
             models.UniqueConstraint(fields=["tenant", "user", "external_id"], name="session_unique_external_id",
                                     condition=models.Q(external_id__isnull=False)),
@@ -81,6 +88,9 @@ class SummaryAnchor(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="anchors")
     first_seq = models.PositiveIntegerField()
     last_seq = models.PositiveIntegerField()
+    # Turn numbers (user messages counted from 1) for the "turns 1–12: …" label.
+    first_turn = models.PositiveIntegerField(default=0)
+    last_turn = models.PositiveIntegerField(default=0)
     text = models.TextField()
     token_count = models.PositiveIntegerField(default=0)
     method = models.CharField(max_length=20, default="extractive")
@@ -98,6 +108,10 @@ class BridgeSummary(models.Model):
     session = models.OneToOneField(Session, on_delete=models.CASCADE, related_name="bridge")
     text = models.TextField()
     goal = models.TextField(blank=True, default="")
+    # The parts the text was written from: goal, found, decided, open.
+    details = models.JSONField(default=dict, blank=True)
+    # Embedding of the goal, so a later session's first message can find this one (similar_goal).
+    goal_embedding = models.JSONField(null=True, blank=True)
     method = models.CharField(max_length=20, default="extractive")
     token_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
