@@ -57,6 +57,10 @@ def _redis_delete(tenant_id, user_id, session_ids: list[str]) -> int:
     r = get_redis()
     keys = set(r.scan_iter(match=Keys.user_pattern(tenant_id, user_id), count=500))
     keys.update(Keys.session_buffer(tenant_id, user_id, sid).encode() for sid in session_ids)
+    # Tenant-level keys that name the user or one of their sessions (per-session locks and flags).
+    needles = [str(user_id).encode(), *(str(sid).encode() for sid in session_ids)]
+    keys.update(k for k in r.scan_iter(match=Keys.tenant_pattern(tenant_id), count=1000)
+                if any(n in k for n in needles))
     keys = list(keys)
     removed = 0
     for i in range(0, len(keys), 500):

@@ -32,17 +32,19 @@ def buffers_compact(*, tenant: Tenant, limit: int, cursor: str | None = None) ->
     for sid, uid in rows:
         pipe.exists(Keys.session_buffer(tenant.pk, uid, sid))
     present = pipe.execute() if rows else []
-    compacted, failed = 0, 0
+    compacted, failed, saved = 0, 0, 0
     for (sid, uid), exists in zip(rows, present):
         if not exists:
             continue
         try:
-            changed = buffer_compact(tenant_id=str(tenant.pk), user_id=str(uid), session_id=str(sid))
+            outcome = buffer_compact(tenant_id=str(tenant.pk), user_id=str(uid), session_id=str(sid))
         except Exception:  # one broken buffer must not stop the pass; it is rebuilt from the database anyway
             failed += 1
             log.exception("compacting the buffer of session %s failed", sid)
             continue
-        compacted += 1 if changed else 0
+        if outcome:
+            compacted += 1
+            saved += max(0, int(outcome.get("before_bytes", 0)) - int(outcome.get("after_bytes", 0)))
     return JobResult(stats={"idle_sessions": len(rows), "with_buffer": sum(1 for p in present if p),
-                            "compacted": compacted, "failed": failed},
+                            "compacted": compacted, "bytes_saved": saved, "failed": failed},
                      more=more, cursor=str(rows[-1][0]) if more else None)
