@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 
 from infra.errors import Conflict, LLMNotConfigured
 from infra.llm import llm_configured
+from infra.serializer_fields import StrictCharField
 from sessions.models import Session
 from sessions.selectors import access_session
 
@@ -55,7 +56,7 @@ class TurnOutput(serializers.Serializer):
 
 class TurnCreateApi(APIView):
     class Input(serializers.Serializer):
-        input = serializers.CharField(trim_whitespace=False, max_length=settings.CONTINUUM_MAX_MESSAGE_CHARS)
+        input = StrictCharField(trim_whitespace=False, max_length=settings.CONTINUUM_MAX_MESSAGE_CHARS)
         max_steps = serializers.IntegerField(required=False, min_value=1, max_value=MAX_STEPS_CAP, default=None)
 
         def validate_input(self, value):

@@ -42,7 +42,7 @@ def _error(exc: AppError) -> JsonResponse:
 def _authenticate(request):
     try:
         tenant, _ = tenant_from_bearer(request.headers.get("Authorization", ""))
-    except drf.AuthenticationFailed as exc:  # NotAuthenticated is a subclass
+    except (drf.AuthenticationFailed, drf.NotAuthenticated) as exc:
         raise AppError(str(exc.detail), code="invalid_api_key", status=401)
     from infra.quotas import quota_charge_request
 

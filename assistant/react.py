@@ -355,6 +355,8 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
               cancel: threading.Event | None = None) -> LoopResult:
     """Run the model with tools until it answers or a limit stops it; every tool call is answered before return."""
     deadline = time.monotonic() + limits.wall_clock_seconds
+    # Tool definitions ride with every call; what remains of the budget is for messages.
+    budget = max(256, limits.token_budget - count_tokens(json.dumps(tools, separators=(",", ":"))))
     base = history_repair(list(messages))
     loop: list[dict] = []
     records: list[ToolCallRecord] = []
@@ -381,7 +383,7 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
             stop = TIMEOUT
             break
         steps += 1
-        window = fit_to_budget(base, loop, limits.token_budget)
+        window = fit_to_budget(base, loop, budget)
         try:
             reply = model.complete(messages=window, tools=tools, tool_choice="auto", deadline=deadline,
                                    on_delta=on_delta, cancel=cancel)
@@ -413,7 +415,7 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
             stop = LOOP_DETECTED
 
     if stop not in (ANSWER, CANCELLED) and not content.strip():
-        content = _closing_answer(base, loop, stop=stop, tools=tools, model=model, limits=limits, deadline=deadline,
+        content = _closing_answer(base, loop, stop=stop, tools=tools, model=model, budget=budget, deadline=deadline,
                                   on_delta=on_delta, cancel=cancel, add_usage=add_usage)
     if not content.strip() and stop != ANSWER:
         content = _fallback_answer(stop, records)
@@ -443,14 +445,14 @@ def _run_call(call: dict, *, position: int, step: int, seen: dict, execute, limi
     return ToolCallRecord(call["id"], name, arguments, status, observation, step)
 
 
-def _closing_answer(base, loop, *, stop, tools, model, limits, deadline, on_delta, cancel, add_usage) -> str:
+def _closing_answer(base, loop, *, stop, tools, model, budget, deadline, on_delta, cancel, add_usage) -> str:
     """One last model call without tools, so a stopped loop still ends with the best answer it can give."""
     if stop in (LLM_ERROR, TIMEOUT) or deadline - time.monotonic() < FINAL_CALL_MIN_SECONDS:
         return ""
     nudge = {"role": "system", "content": f"Stop using tools: {_STOP_EXPLAINED.get(stop, 'the turn must end')}. "
                                           "Answer the user now with what you have, and say briefly what is "
                                           "unfinished."}
-    window = fit_to_budget(base, loop + [nudge], limits.token_budget)
+    window = fit_to_budget(base, loop + [nudge], budget)
     try:
         reply = model.complete(messages=window, tools=tools, tool_choice="none", deadline=deadline,
                                on_delta=on_delta, cancel=cancel)

@@ -11,6 +11,7 @@ from django.db import transaction
 
 from infra.errors import LLMNotConfigured, ValidationFailed
 from infra.llm import llm_configured
+from infra.tokens import truncate_to_tokens
 from sessions.models import Message, Session
 from sessions.services import NewMessage, messages_append
 
@@ -40,6 +41,23 @@ class TurnResult:
     @property
     def stop_reason(self) -> str:
         return self.loop.stop_reason
+
+
+ASSISTANT_GUIDANCE = (
+    "Tools: recall searches what is remembered about this user from earlier sessions; remember stores a durable "
+    "fact or preference (pass the user's exact words as quote when they said it); forget deletes a memory the user "
+    "wants gone; set_goal, complete_subgoal and update_notes keep track of this session's work. When you rely on a "
+    "remembered fact, say where it came from (\"you told me on 3 May...\").")
+CLIENT_SYSTEM_TOKENS = 1_000
+
+
+def _system_prompt(client_system: str) -> str:
+    parts = [settings.CONTINUUM_SYSTEM_PROMPT, ASSISTANT_GUIDANCE]
+    if client_system.strip():
+        # The client's own instructions come last: under a tight budget they are cut before ours.
+        parts.append("Instructions from the chat client:\n" + truncate_to_tokens(client_system.strip(),
+                                                                                 CLIENT_SYSTEM_TOKENS))
+    return "\n\n".join(parts)
 
 
 def _check_input(*, tenant, text: str) -> str:
@@ -97,23 +115,16 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
         recorded += messages_append(tenant=tenant, session_id=session.pk, items=list(earlier))
 
     # The context is composed before the input is stored, so the input appears once: as the new turn.
-    ctx = context_compose(tenant=tenant, session=session, new_input=text)
+    session.refresh_from_db()
+    tools = tool_definitions()
+    ctx = context_compose(tenant=tenant, session=session, new_input=text, tools=tools,
+                          system_prompt=_system_prompt(client_system))
     user_message = messages_append(tenant=tenant, session_id=session.pk, items=[NewMessage(role="user", content=text)])[0]
     recorded.append(user_message)
 
-    messages = list(ctx.messages)
-    if client_system.strip():
-        from infra.tokens import truncate_to_tokens
-
-        # The client's own instructions ride after ours, bounded, and cannot displace the memory sections.
-        at = 1 if messages and messages[0].get("role") == "system" else 0
-        messages.insert(at, {"role": "system", "content": "Instructions from the chat client:\n"
-                                                          + truncate_to_tokens(client_system.strip(), 1_000)})
-
-    session.refresh_from_db(fields=["goal"])
     tools_ctx = ToolContext(tenant=tenant, user=session.user, session=session, user_message=user_message,
-                            goal=session.goal or "")
-    loop = react_run(messages=messages, tools=tool_definitions(),
+                            goal=ctx.goal or session.goal or "")
+    loop = react_run(messages=ctx.messages, tools=tools,
                      execute=lambda name, args: tool_execute(tools_ctx, name, args), model=model,
                      limits=LoopLimits.from_settings(max_steps=max_steps), on_delta=on_delta, cancel=cancel)
 

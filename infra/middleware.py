@@ -20,7 +20,9 @@ class BodySizeLimitMiddleware:
             except ValueError:
                 return JsonResponse(error_body("invalid_content_length", "Content-Length is not a number."), status=400)
             if declared > limit or (not declared and len(request.body) > limit):
-                return JsonResponse(
-                    error_body("payload_too_large", f"Request body exceeds {limit} bytes.", {"limit_bytes": limit}),
-                    status=413)
+                body = error_body("payload_too_large", f"Request body exceeds {limit} bytes.", {"limit_bytes": limit})
+                if request.path.startswith("/v1/"):  # the OpenAI-compatible surface speaks OpenAI's error shape
+                    body = {"error": {"message": body["error"]["message"], "type": "invalid_request_error",
+                                      "code": "payload_too_large", "param": None}}
+                return JsonResponse(body, status=413)
         return self.get_response(request)
