@@ -304,3 +304,28 @@ def test_edge_shard_is_held_by_one_opener_and_persists(tmp_path):
         assert again.dense_size() == DIM
     finally:
         again.close()
+
+
+def test_the_registry_opens_one_edge_shard_per_embedding_model(settings):
+    from memory.vector_store import get_vector_store, reset_vector_store
+
+    store = get_vector_store()
+    assert store is get_vector_store()
+    assert store.backend_name == "edge"
+    assert store.path == settings.QDRANT_EDGE_PATH / collection_name(
+        settings.QDRANT_COLLECTION_PREFIX, settings.EMBEDDING_MODEL, settings.EMBEDDING_DIM)
+    assert store.dense_size() == settings.EMBEDDING_DIM
+    reset_vector_store()
+    reopened = get_vector_store()  # close released the shard's lock
+    assert reopened is not store and reopened.health() == 0
+
+
+def test_a_forked_process_does_not_reuse_the_parents_edge_shard(monkeypatch):
+    import memory.vector_store.registry as registry
+
+    parent = registry.get_vector_store()
+    monkeypatch.setattr(registry.os, "getpid", lambda: -1)
+    with pytest.raises(VectorStoreError):  # the parent still holds the shard: the child fails loudly
+        registry.get_vector_store()
+    monkeypatch.undo()
+    registry.set_vector_store(parent)
