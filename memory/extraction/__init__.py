@@ -1,0 +1,1 @@
+"""The extraction pipeline: classify → extract (rules, optional LLM) → filter secrets → verify → persist."""

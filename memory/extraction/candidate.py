@@ -1,0 +1,32 @@
+"""What an extractor proposes: a memory not yet verified against what the user already has."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Candidate:
+    kind: str
+    text: str
+    source_type: str = "user_stated"
+    subject: str = ""  # the slot a contradiction is about ("destination"); empty for episodic events
+    value: str = ""
+    confidence: float = 0.8
+    importance: float = 0.5
+    extractor: str = "rules"
+    metadata: dict = field(default_factory=dict)
+
+
+_ARTICLES = re.compile(r"^(?:the|a|an|my|our|your)\s+")
+
+
+def subject_normalize(subject: str) -> str:
+    """One spelling per slot: "The Destination " and "destination" are the same subject."""
+    s = re.sub(r"\s+", " ", (subject or "").strip().lower())
+    s = _ARTICLES.sub("", s)
+    return s[:200]
+
+
+def value_normalize(value: str) -> str:
+    return re.sub(r"[\s.!?]+$", "", re.sub(r"\s+", " ", (value or "").strip().lower()))

@@ -1,0 +1,76 @@
+"""Cheap, model-free triage of a message: chatter is dropped before any LLM call, filler sentences are trimmed."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Words that carry no memory-worthy content on their own: greetings, thanks, acknowledgements, praise, farewells.
+_FILLER = frozenset("""
+a an the and or but so too very really truly totally absolutely definitely super pretty quite just
+hi hey hello hiya yo howdy heya greetings morning afternoon evening night good nice great cool awesome amazing
+wonderful fantastic fab fabulous lovely sweet neat brilliant excellent perfect beautiful gorgeous incredible
+wow whoa woah oh ooh ah aw aww yay hooray haha hahaha hehe lol lmao omg gosh geez
+thanks thank thx ty cheers appreciate appreciated it much lot tons bunch
+ok okay k kk sure yes yeah yep yup yea no nope nah alright right true exactly indeed agreed agree totally
+fine got gotcha understood noted will do done
+bye goodbye later soon see ya you take care talk catch chat meet again
+glad happy hear heard to for from with of at in on about that that's thats this it's its is was be been
+sounds sound looks look seems seem feel feels
+congrats congratulations welcome np problem worries
+me my i i'm im we our us your you're youre
+how what's whats up are have doing going new anything since last time long no
+well hmm um uh erm
+""".split())
+
+_OPENERS = frozenset("hi hey hello hiya yo howdy heya thanks thank thx cheers wow whoa woah oh aw aww yay haha "
+                     "congrats congratulations bye goodbye sure yes yeah yep ok okay agreed definitely".split())
+
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*|\d+")
+_SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
+
+
+@dataclass(frozen=True)
+class Triage:
+    keep: bool
+    text: str  # the message with filler sentences removed
+    reason: str
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text or "") if s and s.strip()]
+
+
+def is_filler_sentence(sentence: str) -> bool:
+    """True when every word is filler or a name used as a vocative ("Thanks, Mel!", "Hey Jon, good to see you!")."""
+    words = _WORD.findall(sentence)
+    if not words:
+        return True
+    if len(words) > 10:
+        return False
+    opener = words[0].lower() in _OPENERS
+    for i, w in enumerate(words):
+        lw = w.lower().replace("’", "'")
+        if lw in _FILLER:
+            continue
+        # After a greeting or thanks, a capitalised word is the addressee's name ("Thanks, Mel!").
+        if opener and i > 0 and w[0].isupper():
+            continue
+        return False
+    return True
+
+
+def informative_text(text: str) -> str:
+    """The message without its filler sentences; empty when nothing is left."""
+    return " ".join(s for s in split_sentences(text) if not is_filler_sentence(s))
+
+
+def message_triage(*, text: str, role: str) -> Triage:
+    """Decide whether a message is worth any further work (rules, LLM, storage)."""
+    if role != "user":
+        return Triage(False, "", "not_user")
+    kept = informative_text(text)
+    if not kept:
+        return Triage(False, "", "chatter")
+    if len(_WORD.findall(kept)) < 2:
+        return Triage(False, "", "too_short")
+    return Triage(True, kept, "informative")

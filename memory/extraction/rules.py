@@ -1,0 +1,230 @@
+"""Rule-based extraction of explicit statements: "my X is Y", likes and dislikes, habits, goals, names,
+order and booking numbers, travel slots and dates. No model: this is what runs when no LLM is configured."""
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, timedelta
+
+from .candidate import Candidate, subject_normalize
+from .classify import split_sentences
+
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december"]
+_MONTH_RE = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|" \
+            r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+
+# Values that describe a mood, not a fact worth a slot ("my day was great").
+_MOOD = frozenset("""good great fine ok okay bad awful terrible amazing awesome busy hectic crazy tough hard rough
+nice cool wonderful lovely fun boring insane wild stressful tiring exhausting perfect so really very pretty""".split())
+_NOT_SUBJECTS = frozenset("""god goodness bad pleasure point guess thought thoughts opinion take day week weekend
+life heart mind friend friends family kids husband wife pleasure""".split())
+
+_CAP = r"[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*){0,3}"
+_RX_MY_X_IS_Y = re.compile(r"\bmy\s+(?P<x>[a-z][a-z '’-]{1,40}?)\s+(?:is|are|was|will be)\s+(?P<y>[^.!?;,]{1,80})",
+                           re.I)
+_RX_NAME = re.compile(rf"\b(?i:my name is|my name's|call me|i am called|i'm called)\s+(?P<y>{_CAP})")
+_RX_LIKE = re.compile(
+    r"\bI\s+(?:(?:really|truly|absolutely|totally|also|just|still)\s+)?"
+    r"(?P<verb>prefer|like|love|enjoy|adore|hate|dislike|detest|can't stand|cannot stand|don't like|do not like|"
+    r"don't want|avoid)\s+(?P<obj>[^.!?;]{2,90})", re.I)
+_RX_HABIT = re.compile(r"\bI\s+(?P<freq>never|always|usually|rarely|often)\s+(?P<obj>[^.!?;]{3,90})", re.I)
+_RX_GOAL = re.compile(
+    r"\bI(?:'m| am)?\s*(?:really\s+)?(?P<verb>need to|want to|would like to|'d like to|wanna|plan to|am planning to|"
+    r"'m planning to|planning to|hope to|intend to|am going to|'m going to|have to|am trying to|'m trying to|"
+    r"am looking for|'m looking for|need|want)\s+(?P<g>[^.!?;]{3,110})", re.I)
+_RX_REFERENCE = re.compile(
+    r"\b(?P<label>order|booking|reservation|confirmation|ticket|tracking|case|invoice|policy|membership|"
+    r"loyalty|frequent flyer|customer)\s*(?:number|no\.?|#|id|code|reference|ref)?\s*(?:is|was|:)?\s*#?\s*"
+    r"(?P<num>(?=[A-Z0-9-]*\d)[A-Z0-9][A-Z0-9-]{3,24})\b", re.I)
+_RX_CHANGE = re.compile(r"\b(?:change|switch|update|move|set|make)\s+(?:the|my|our)\s+(?P<x>[a-z][a-z ]{1,30}?)\s+"
+                        r"(?:to|into)\s+(?P<y>[^.!?,;]{1,60})", re.I)
+_RX_TRIP = re.compile(rf"\b(?:flight|fly|flying|trip|travel(?:l?ing)?|train|drive|driving|ticket|route)\b[^.!?;]*?"
+                      rf"\bfrom\s+(?P<o>{_CAP})\s+to\s+(?P<d>{_CAP})")
+_RX_DEST = re.compile(rf"\b(?:fly(?:ing)?|travel(?:l?ing)?|flight|trip|heading|moving)\s+to\s+(?P<d>{_CAP})")
+_RX_BUDGET = re.compile(r"\b(?:under|below|less than|at most|max(?:imum)?(?: of)?|budget(?: of| is)?|up to|no more than)"
+                        r"\s*(?P<cur>[$€£])\s?(?P<n>\d[\d,]*(?:\.\d+)?)", re.I)
+
+
+# A clause that starts after the object: "I like tea and I never drink coffee" keeps "tea".
+_CLAUSE_END = re.compile(r"\s+(?:and|but|because|since|so|when|while|as|although|though|or)\s+(?:I|we|he|she|they|it)\b"
+                         r"|,\s", re.I)
+
+
+def _object(value: str) -> str:
+    return _clean(_CLAUSE_END.split(value, maxsplit=1)[0])
+
+
+def _conjugate_first(phrase: str) -> str:
+    """ "fly United" → "flies United": a habit is reported in the third person."""
+    head, _, rest = phrase.partition(" ")
+    h = head.lower()
+    if h in ("be", "am"):
+        head = "is"
+    elif h == "have":
+        head = "has"
+    elif h == "do":
+        head = "does"
+    elif h == "go":
+        head = "goes"
+    elif re.search(r"[^aeiou]y$", h):
+        head = head[:-1] + "ies"
+    elif re.search(r"(?:s|sh|ch|x|z|o)$", h):
+        head = head + "es"
+    elif h.isalpha():
+        head = head + "s"
+    return f"{head} {rest}".strip()
+
+
+def _clean(value: str) -> str:
+    return re.sub(r"\s+", " ", value).strip(" ,.-'\"")
+
+
+def _possessive(who: str) -> str:
+    return f"{who}'" if who.endswith("s") else f"{who}'s"
+
+
+def _third_person(verb: str) -> str:
+    v = verb.lower().replace("’", "'")
+    fixed = {"can't stand": "can't stand", "cannot stand": "can't stand", "don't like": "doesn't like",
+             "do not like": "doesn't like", "don't want": "doesn't want"}
+    if v in fixed:
+        return fixed[v]
+    if v.endswith(("s", "sh", "ch")):
+        return v + "es"
+    return v + "s"
+
+
+def _first_to_third(text: str, who: str) -> str:
+    """Rewrite the rest of a statement about oneself: "my seat" → "Ada's seat", "I" → "Ada"."""
+    out = re.sub(r"\bmy\b", _possessive(who), text, flags=re.I)
+    out = re.sub(r"\bmyself\b", who, out, flags=re.I)
+    out = re.sub(r"\bI'm\b|\bI am\b", f"{who} is", out)
+    return re.sub(r"\bI\b", who, out)
+
+
+def _sentiment(verb: str) -> str:
+    v = verb.lower()
+    return "negative" if any(w in v for w in ("hate", "dislike", "detest", "stand", "don't", "do not", "avoid")) \
+        else "positive"
+
+
+def resolve_dates(text: str, reference: datetime | date) -> list[dict]:
+    """Relative and absolute dates in the text, resolved against the message's own date."""
+    ref = reference.date() if isinstance(reference, datetime) else reference
+    found: list[dict] = []
+    lower = text.lower()
+    for phrase, delta in (("yesterday", -1), ("today", 0), ("tonight", 0), ("tomorrow", 1)):
+        if re.search(rf"\b{phrase}\b", lower):
+            found.append({"phrase": phrase, "date": (ref + timedelta(days=delta)).isoformat()})
+    for m in re.finditer(r"\b(last|next|this)\s+(week|month|year|weekend|" + "|".join(_WEEKDAYS) + r")\b", lower):
+        which, unit = m.group(1), m.group(2)
+        sign = -1 if which == "last" else (1 if which == "next" else 0)
+        if unit in _WEEKDAYS:
+            target = _WEEKDAYS.index(unit)
+            days = (target - ref.weekday()) % 7
+            if sign < 0:
+                days = days - 7 if days else -7
+            elif sign > 0:
+                days = days if days else 7
+            d = ref + timedelta(days=days)
+        elif unit in ("week", "weekend"):
+            d = ref + timedelta(days=7 * sign)
+        elif unit == "month":
+            month = ref.month + sign
+            year = ref.year + (month - 1) // 12
+            d = date(year, (month - 1) % 12 + 1, 1)
+        else:
+            d = date(ref.year + sign, 1, 1)
+        found.append({"phrase": m.group(0), "date": d.isoformat(),
+                      "granularity": "day" if unit in _WEEKDAYS else unit})
+    for m in re.finditer(rf"\b(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?P<m1>{_MONTH_RE})|(?P<m2>{_MONTH_RE})\s+"
+                         rf"(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?)\b(?:,?\s+(?P<y>\d{{4}}))?", lower):
+        month_name = m.group("m1") or m.group("m2")
+        month = next(i for i, name in enumerate(_MONTHS, 1) if name.startswith(month_name[:3]))
+        day = int(m.group("d1") or m.group("d2"))
+        year = int(m.group("y")) if m.group("y") else ref.year
+        try:
+            found.append({"phrase": m.group(0), "date": date(year, month, day).isoformat()})
+        except ValueError:
+            continue
+    return found
+
+
+def rules_extract(text: str, *, who: str = "The user", reference: datetime | date | None = None) -> list[Candidate]:
+    """Explicit statements in a user's message. `text` must already be free of secrets and filler."""
+    out: list[Candidate] = []
+    seen: set[tuple[str, str]] = set()
+
+    def add(c: Candidate) -> None:
+        key = (c.kind, c.text.lower())
+        if key not in seen and len(c.text) <= 300:
+            seen.add(key)
+            out.append(c)
+
+    for sentence in split_sentences(text):
+        for m in _RX_NAME.finditer(sentence):
+            name = _clean(m.group("y"))
+            add(Candidate("fact", f"{_possessive(who)} name is {name}.", subject="name", value=name,
+                          confidence=0.95, importance=0.8))
+        for m in _RX_MY_X_IS_Y.finditer(sentence):
+            x, y = _clean(m.group("x")), _clean(m.group("y"))
+            first = y.split()[0].lower() if y.split() else ""
+            if not y or first in _MOOD or x.lower() in _NOT_SUBJECTS or x.lower() == "name":
+                continue
+            add(Candidate("fact", f"{_possessive(who)} {x} is {_first_to_third(y, who)}.", subject=subject_normalize(x),
+                          value=y, confidence=0.9, importance=0.7))
+        for m in _RX_TRIP.finditer(sentence):
+            add(Candidate("fact", f"{_possessive(who)} origin is {_clean(m.group('o'))}.", subject="origin",
+                          value=_clean(m.group("o")), confidence=0.8, importance=0.6))
+            add(Candidate("fact", f"{_possessive(who)} destination is {_clean(m.group('d'))}.", subject="destination",
+                          value=_clean(m.group("d")), confidence=0.8, importance=0.6))
+        if not _RX_TRIP.search(sentence):
+            for m in _RX_DEST.finditer(sentence):
+                add(Candidate("fact", f"{_possessive(who)} destination is {_clean(m.group('d'))}.",
+                              subject="destination", value=_clean(m.group("d")), confidence=0.7, importance=0.6))
+        for m in _RX_CHANGE.finditer(sentence):
+            x, y = _clean(m.group("x")), _clean(m.group("y"))
+            add(Candidate("fact", f"{_possessive(who)} {x} is {_first_to_third(y, who)}.", subject=subject_normalize(x),
+                          value=y, confidence=0.9, importance=0.7))
+        for m in _RX_BUDGET.finditer(sentence):
+            amount = f"{m.group('cur')}{m.group('n')}"
+            add(Candidate("fact", f"{_possessive(who)} budget is at most {amount}.", subject="budget", value=amount,
+                          confidence=0.8, importance=0.6))
+        for m in _RX_REFERENCE.finditer(sentence):
+            label, num = m.group("label").lower(), m.group("num")
+            add(Candidate("fact", f"{_possessive(who)} {label} number is {num}.", subject=f"{label} number",
+                          value=num, confidence=0.9, importance=0.7))
+        for m in _RX_LIKE.finditer(sentence):
+            obj = _object(m.group("obj"))
+            if len(obj.split()) > 14:
+                continue
+            verb = m.group("verb")
+            add(Candidate("preference", f"{who} {_third_person(verb)} {_first_to_third(obj, who)}.",
+                          subject=f"likes: {subject_normalize(obj)}", value=_sentiment(verb), confidence=0.85,
+                          importance=0.7))
+        for m in _RX_HABIT.finditer(sentence):
+            obj = _object(m.group("obj"))
+            if len(obj.split()) > 14 or len(obj.split()) < 2:
+                continue
+            freq = m.group("freq").lower()
+            add(Candidate("preference", f"{who} {freq} {_first_to_third(_conjugate_first(obj), who)}.",
+                          subject=f"habit: {subject_normalize(obj)}", value=freq, confidence=0.8, importance=0.7))
+        for m in _RX_GOAL.finditer(sentence):
+            goal = _object(m.group("g"))
+            verb = m.group("verb").lower().replace("'m ", "").replace("am ", "")
+            if len(goal.split()) < 2 or len(goal.split()) > 18:
+                continue
+            verb = {"wanna": "want to", "'d like to": "would like to", "need": "needs", "want": "wants"}.get(verb, verb)
+            verb = verb if verb.endswith("s") or " " in verb else verb + "s"
+            verb = verb.replace("need to", "needs to").replace("want to", "wants to").replace("have to", "has to")
+            verb = verb.replace("plan to", "plans to").replace("hope to", "hopes to").replace("intend to", "intends to")
+            verb = verb.replace("going to", "is going to").replace("trying to", "is trying to")
+            verb = verb.replace("looking for", "is looking for").replace("planning to", "is planning to")
+            add(Candidate("goal", f"{who} {verb} {_first_to_third(goal, who)}.", confidence=0.8, importance=0.6))
+    if reference is not None:
+        dates = resolve_dates(text, reference)
+        if dates:
+            for c in out:
+                c.metadata.setdefault("dates", dates)
+    return out

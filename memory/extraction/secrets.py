@@ -1,0 +1,141 @@
+"""Secrets never become memories: credentials, tokens, card numbers and bank accounts are cut out of text first."""
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+REDACTED = "[redacted]"
+
+
+@dataclass
+class Redaction:
+    text: str
+    kinds: list[str] = field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        return bool(self.kinds)
+
+
+# Vendor formats: the shape alone is proof enough.
+_PATTERNS: list[tuple[str, re.Pattern]] = [
+    ("private_key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY"
+                               r"(?: BLOCK)?-----|\Z)", re.S)),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+    ("api_key", re.compile(r"\b(?:sk|pk|rk)-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}")),
+    ("api_key", re.compile(r"\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
+    ("aws_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}\b")),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
+    ("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{30,}")),
+    ("bearer_token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{16,}")),
+    ("url_credentials", re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s@/]+@[^\s]+", re.I)),
+    ("ssn", re.compile(r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b")),
+]
+
+# "password is X", "my pin: 1234", "api key = abc": the label says the value is secret, whatever it looks like.
+_LABELLED = re.compile(
+    r"(?ix)\b(?P<label>pass(?:word|phrase|code)?|pwd|pin(?:\s*code)?|api[\s_-]?key|secret(?:[\s_-]?key)?|"
+    r"access[\s_-]?token|auth(?:entication)?[\s_-]?token|refresh[\s_-]?token|token|client[\s_-]?secret|"
+    r"cvv|cvc|security\s+code|2fa\s+code|otp|one[\s-]time\s+code|recovery\s+code|seed\s+phrase)"
+    r"(?P<sep>\s*(?:is|was|=|:|->|of)?\s*(?:now\s+|set\s+to\s+|still\s+)?[\"'`]?)"
+    r"(?P<value>[^\s\"'`,;]{3,})")
+# A labelled value that is an everyday word is a sentence about passwords, not a password ("my password is weak").
+_NOT_A_VALUE = frozenset("""
+a an the my your our his her their its this that it is was be been being not never always too very so
+weak strong long short expired wrong incorrect correct reset changed same different new old secure safe
+required needed missing forgotten lost stolen hard easy simple complicated there here for to of in on
+""".split())
+
+_CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
+_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}\b")
+# Long opaque strings (random keys with no known prefix) betray themselves by their entropy.
+_OPAQUE = re.compile(r"\b[A-Za-z0-9_+/=-]{32,}\b")
+
+
+def luhn_valid(digits: str) -> bool:
+    total, parity = 0, len(digits) % 2
+    for i, ch in enumerate(digits):
+        d = int(ch)
+        if i % 2 == parity:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+def iban_valid(candidate: str) -> bool:
+    s = candidate.replace(" ", "").upper()
+    if not 15 <= len(s) <= 34:
+        return False
+    rearranged = s[4:] + s[:4]
+    try:
+        number = int("".join(str(int(c, 36)) for c in rearranged))
+    except ValueError:
+        return False
+    return number % 97 == 1
+
+
+def _entropy(s: str) -> float:
+    counts = Counter(s)
+    return -sum(c / len(s) * math.log2(c / len(s)) for c in counts.values())
+
+
+def _looks_random(token: str) -> bool:
+    classes = sum(bool(re.search(p, token)) for p in (r"[a-z]", r"[A-Z]", r"\d"))
+    return classes >= 2 and _entropy(token) >= 4.0 and not token.isdigit()
+
+
+def secrets_redact(text: str) -> Redaction:
+    """The text with every secret replaced by [redacted], and the kinds found (never the values)."""
+    if not text:
+        return Redaction(text or "")
+    kinds: list[str] = []
+    out = text
+    for kind, pattern in _PATTERNS:
+        out, n = pattern.subn(REDACTED, out)
+        kinds += [kind] * n
+
+    def labelled(m: re.Match) -> str:
+        value = m.group("value").rstrip(".!?)")
+        if value.lower() in _NOT_A_VALUE or value == REDACTED or REDACTED in value:
+            return m.group(0)
+        kinds.append("password" if m.group("label").lower().startswith(("pass", "pwd", "pin")) else "token")
+        return f"{m.group('label')}{m.group('sep')}{REDACTED}" + m.group("value")[len(value):]
+
+    out = _LABELLED.sub(labelled, out)
+
+    def card(m: re.Match) -> str:
+        digits = re.sub(r"\D", "", m.group(0))
+        if 13 <= len(digits) <= 19 and luhn_valid(digits) and len(set(digits)) > 2:
+            kinds.append("card_number")
+            return REDACTED
+        return m.group(0)
+
+    out = _CARD.sub(card, out)
+
+    def iban(m: re.Match) -> str:
+        if iban_valid(m.group(0)):
+            kinds.append("iban")
+            return REDACTED
+        return m.group(0)
+
+    out = _IBAN.sub(iban, out)
+
+    def opaque(m: re.Match) -> str:
+        if _looks_random(m.group(0)):
+            kinds.append("opaque_token")
+            return REDACTED
+        return m.group(0)
+
+    out = _OPAQUE.sub(opaque, out)
+    return Redaction(out, kinds)
+
+
+def contains_secret(text: str) -> bool:
+    return secrets_redact(text).found

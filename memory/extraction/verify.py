@@ -1,0 +1,76 @@
+"""Verify candidates against what the user already has: a near-duplicate reinforces, a contradiction supersedes."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from infra.errors import ServiceUnavailable
+
+from ..models import MemoryRecord, MemoryStatus
+from ..vector_store import Scope, get_vector_store
+from .candidate import Candidate, value_normalize
+
+log = logging.getLogger(__name__)
+
+CREATE, REINFORCE, SUPERSEDE, SKIP = "create", "reinforce", "supersede", "skip"
+
+
+@dataclass
+class Decision:
+    candidate: Candidate
+    action: str
+    target_ids: list[str]  # the memory reinforced, or the memories superseded
+    similarity: float | None = None
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b))  # both normalised by the embedder
+
+
+def _nearest_same_kind(*, tenant, user, candidate: Candidate, vector: list[float]) -> tuple[str, float] | None:
+    """The closest active memory of the same kind, or None. A store that is down must not block extraction:
+    the check is skipped (the lifecycle merge job catches the duplicates later) and the write goes to the outbox."""
+    try:
+        hits = get_vector_store().search(Scope(tenant_id=str(tenant.pk), user_id=str(user.pk)), dense=vector,
+                                         text=None, limit=1, kinds=[candidate.kind], statuses=("active",))
+    except ServiceUnavailable as exc:
+        log.warning("duplicate check skipped, vector store unavailable: %s", exc)
+        return None
+    if not hits:
+        return None
+    return hits[0].memory_id, float(hits[0].score)
+
+
+def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: list[list[float]]) -> list[Decision]:
+    """One decision per candidate, in order. Pure reads: the caller persists the decisions in one transaction."""
+    threshold = settings.MEMORY_DUPLICATE_SIMILARITY
+    decisions: list[Decision] = []
+    kept: list[tuple[Candidate, list[float]]] = []
+    for candidate, vector in zip(candidates, vectors, strict=True):
+        # The same thing said twice in one message is stored once.
+        if any(k.kind == candidate.kind and _cosine(v, vector) >= threshold for k, v in kept):
+            decisions.append(Decision(candidate, SKIP, []))
+            continue
+        kept.append((candidate, vector))
+        if candidate.subject:
+            same_slot = list(MemoryRecord.objects.filter(tenant=tenant, user=user, subject=candidate.subject,
+                                                         status=MemoryStatus.ACTIVE)
+                             .values_list("id", "value"))
+            if same_slot:
+                differing = [str(mid) for mid, value in same_slot
+                             if value_normalize(value) != value_normalize(candidate.value)]
+                agreeing = [str(mid) for mid, value in same_slot if str(mid) not in differing]
+                if differing:
+                    decisions.append(Decision(candidate, SUPERSEDE, differing))
+                    continue
+                if agreeing:
+                    decisions.append(Decision(candidate, REINFORCE, agreeing[:1], 1.0))
+                    continue
+        nearest = _nearest_same_kind(tenant=tenant, user=user, candidate=candidate, vector=vector)
+        if nearest is not None and nearest[1] >= threshold:
+            decisions.append(Decision(candidate, REINFORCE, [nearest[0]], nearest[1]))
+            continue
+        decisions.append(Decision(candidate, CREATE, []))
+    return decisions

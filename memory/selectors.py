@@ -1,0 +1,60 @@
+"""Reads of long-term memories, each scoped by tenant first (and by user where one is given)."""
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from infra.errors import NotFound
+from tenants.models import EndUser, Tenant
+from tenants.selectors import parse_uuid
+
+from .models import MemoryEvent, MemoryRecord
+from .vector_store import Hit, Scope, get_vector_store
+
+
+def _scope(tenant: Tenant | None, user: EndUser | None) -> Scope:
+    # Scope() raises ScopeMissing without a tenant: no read may ever run unscoped.
+    return Scope(tenant_id=str(tenant.pk) if tenant is not None else "",
+                 user_id=str(user.pk) if user is not None else None)
+
+
+def memory_list(*, tenant: Tenant, user: EndUser | None = None, kinds: list[str] | None = None,
+                statuses: list[str] | None = None) -> QuerySet[MemoryRecord]:
+    qs = MemoryRecord.objects.filter(tenant=tenant)
+    if user is not None:
+        qs = qs.filter(user=user)
+    if kinds:
+        qs = qs.filter(kind__in=kinds)
+    if statuses:
+        qs = qs.filter(status__in=statuses)
+    return qs
+
+
+def access_memory(*, tenant: Tenant, memory_id, user: EndUser | None = None) -> MemoryRecord:
+    """One 404 for missing, another tenant's and (with user) another user's memory."""
+    mid = parse_uuid(memory_id, what="memory")
+    qs = MemoryRecord.objects.filter(tenant=tenant, pk=mid)
+    if user is not None:
+        qs = qs.filter(user=user)
+    record = qs.select_related("source_message", "session").first()
+    if record is None:
+        raise NotFound("Memory not found.")
+    return record
+
+
+def memory_history(*, tenant: Tenant, memory_id) -> QuerySet[MemoryEvent]:
+    return MemoryEvent.objects.filter(tenant=tenant, memory_uuid=parse_uuid(memory_id, what="memory"))
+
+
+def memory_points_scroll(*, tenant: Tenant | None, user: EndUser | None = None, limit: int = 256,
+                         offset: str | None = None) -> tuple[list[Hit], str | None]:
+    return get_vector_store().scroll(_scope(tenant, user), limit=limit, offset=offset)
+
+
+def memory_points_count(*, tenant: Tenant | None, user: EndUser | None = None,
+                        statuses: list[str] | None = None) -> int:
+    return get_vector_store().count(_scope(tenant, user), statuses=statuses)
+
+
+def memory_points_search(*, tenant: Tenant | None, user: EndUser | None, dense: list[float] | None = None,
+                         text: str | None = None, limit: int = 10) -> list[Hit]:
+    return get_vector_store().search(_scope(tenant, user), dense=dense, text=text, limit=limit)
