@@ -168,6 +168,20 @@ CONTINUUM_LINK_CANDIDATES = env.int("CONTINUUM_LINK_CANDIDATES", default=50)
 CONTINUUM_IDLE_CLOSE_BATCH = env.int("CONTINUUM_IDLE_CLOSE_BATCH", default=200)
 
 # --- Celery ------------------------------------------------------------------
+# --- Long-term memory: extraction, verification, retrieval (issue 4) ---------
+# Days a memory lives, by kind (None: until deleted). Tenant.memory_ttl_days overrides per kind.
+MEMORY_TTL_DAYS = env.json("MEMORY_TTL_DAYS", default={
+    "event": 365, "goal": 90, "preference": None, "fact": None, "procedure": None})
+# Cosine similarity above which a new memory is the same as an active one of the same user (reinforce, not insert).
+MEMORY_DUPLICATE_SIMILARITY = env.float("MEMORY_DUPLICATE_SIMILARITY", default=0.92)
+# Candidates fetched per retriever (dense and BM25) and per user before fusion and reranking.
+MEMORY_RETRIEVAL_CANDIDATES = env.int("MEMORY_RETRIEVAL_CANDIDATES", default=60)
+# The strongest episodic hits are shown with their neighbouring turns when the token budget allows.
+MEMORY_NEIGHBOUR_EXPANSION_HITS = env.int("MEMORY_NEIGHBOUR_EXPANSION_HITS", default=3)
+MEMORY_EXTRACTION_LOCK_SECONDS = env.int("MEMORY_EXTRACTION_LOCK_SECONDS", default=300)
+# With an LLM configured, the retrieval query is also rewritten by it (one fast call per turn).
+MEMORY_QUERY_REWRITE = env.bool("MEMORY_QUERY_REWRITE", default=True)
+
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
