@@ -146,6 +146,8 @@ class EdgeVectorStore:
         not_expired_at: an epoch time; points whose expires_at is at or before it are left out (None: no check).
         """
         spec = scope_filter(scope, statuses=statuses, kinds=kinds, not_expired_at=not_expired_at)
+        if dense is not None and len(dense) != self.dim:
+            raise ValueError(f"Query vector has {len(dense)} dimensions; the store holds {self.dim}-d vectors.")
         sparse = query_sparse(text)
         if spec.matches_nothing or limit <= 0 or (dense is None and sparse is None):
             return []

@@ -195,6 +195,8 @@ def test_a_point_without_tenant_or_user_is_refused(store):
 def test_a_vector_of_the_wrong_size_is_refused(store):
     with pytest.raises(ValueError):
         store.upsert([point(TENANT_A, USER_1, "x", [1.0, 0.0])])
+    with pytest.raises(ValueError):
+        store.search(ALICE_1, dense=[1.0, 0.0], text=None, limit=5)
 
 
 def test_expired_points_are_excluded(store):
@@ -329,3 +331,20 @@ def test_a_forked_process_does_not_reuse_the_parents_edge_shard(monkeypatch):
         registry.get_vector_store()
     monkeypatch.undo()
     registry.set_vector_store(parent)
+
+
+def test_a_dead_qdrant_server_is_reported_as_unavailable_not_crashed(settings):
+    from memory.vector_store import get_vector_store, reset_vector_store
+
+    store = ServerVectorStore(QdrantClient(url="http://127.0.0.1:1", timeout=1, check_compatibility=False),
+                              collection="dead", dim=DIM)
+    with pytest.raises(VectorStoreError):
+        store.ensure_collection()
+    with pytest.raises(VectorStoreError):
+        store.search(ALICE_1, dense=basis(0), text="x", limit=5)
+    store.close()
+    settings.QDRANT_URL = "http://127.0.0.1:1"
+    reset_vector_store()
+    with pytest.raises(VectorStoreError) as err:
+        get_vector_store()
+    assert err.value.status == 503 and err.value.retryable
