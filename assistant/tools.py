@@ -131,15 +131,17 @@ def _remember(ctx: ToolContext, args: dict) -> dict:
     # user-stated; anything else is the model's inference and is marked (and possibly held for review) as such.
     said_in = _user_message_quoting(ctx, quote) if quote else None
     source_type = "user_stated" if said_in is not None else "inferred"
+    subject, value = _text(args, "subject", required=False), _text(args, "value", required=False)
     try:
-        result = memory_remember(tenant=ctx.tenant, user=ctx.user, kind=kind, text=text, source_type=source_type,
-                                 confidence=0.9 if said_in is not None else 0.6, session=ctx.session,
-                                 source_message=said_in or ctx.user_message)
+        record, outcome = memory_remember(
+            tenant=ctx.tenant, user=ctx.user, kind=kind, text=text, source_type=source_type,
+            confidence=0.9 if said_in is not None else 0.6, session=ctx.session,
+            source_message=said_in or ctx.user_message, subject=subject, value=value if subject else "",
+            actor_type="system", actor_id="assistant")
     except AppError as exc:
         raise ToolError(exc.message)
-    record, outcome = result if isinstance(result, tuple) else (result, "stored")
     if record is None:
-        return {"stored": False, "reason": str(outcome)}
+        return {"stored": False, "reason": "secrets are never stored" if outcome == "secret" else str(outcome)}
     return {"stored": True, "memory_id": str(record.pk), "source_type": record.source_type,
             "status": record.status, "outcome": str(outcome)}
 
@@ -214,10 +216,14 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
                         "maximum": RECALL_LIMIT}}, ["query"]),
          _recall),
     Tool("remember", "Store one durable fact or preference about the user for future sessions. Pass the user's "
-                     "exact words as 'quote' when they said it; omit 'quote' when you are inferring it.",
+                     "exact words as 'quote' when they said it; omit 'quote' when you are inferring it. Secrets "
+                     "(passwords, keys, card numbers) are never stored.",
          _schema({"text": {"type": "string", "description": "The memory as one short sentence about the user."},
                   "kind": {"type": "string", "enum": list(MEMORY_KINDS)},
-                  "quote": {"type": "string", "description": "The user's own words that state it, verbatim."}},
+                  "quote": {"type": "string", "description": "The user's own words that state it, verbatim."},
+                  "subject": {"type": "string", "description": "What it is about, for facts that can change "
+                                                               "(e.g. 'destination'); a new value replaces the old."},
+                  "value": {"type": "string", "description": "The value for that subject (e.g. 'Newark')."}},
                  ["text", "kind"]),
          _remember),
     Tool("forget", "Delete one of this user's memories, by the id recall returned, when the user asks to forget it "

@@ -11,6 +11,7 @@ from django.db import transaction
 
 from infra.errors import LLMNotConfigured, ValidationFailed
 from infra.llm import llm_configured
+from infra.quotas import input_tokens_check, quota_charge_tokens
 from infra.tokens import truncate_to_tokens
 from sessions.models import Message, Session
 from sessions.services import NewMessage, messages_append
@@ -66,8 +67,6 @@ def _check_input(*, tenant, text: str) -> str:
     if len(text) > settings.CONTINUUM_MAX_MESSAGE_CHARS:
         raise ValidationFailed(f"The input is longer than {settings.CONTINUUM_MAX_MESSAGE_CHARS} characters.",
                                code="input_too_long")
-    from infra.quotas import input_tokens_check
-
     input_tokens_check(tenant=tenant, text=text)  # 400 before any model call
     return text
 
@@ -119,6 +118,9 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     tools = tool_definitions()
     ctx = context_compose(tenant=tenant, session=session, new_input=text, tools=tools,
                           system_prompt=_system_prompt(client_system))
+    # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
+    # sent); what the loop adds on top is charged once it is known.
+    quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)
     user_message = messages_append(tenant=tenant, session_id=session.pk, items=[NewMessage(role="user", content=text)])[0]
     recorded.append(user_message)
 
@@ -127,6 +129,9 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     loop = react_run(messages=ctx.messages, tools=tools,
                      execute=lambda name, args: tool_execute(tools_ctx, name, args), model=model,
                      limits=LoopLimits.from_settings(max_steps=max_steps), on_delta=on_delta, cancel=cancel)
+
+    spent = loop.usage.get("prompt_tokens", 0) + loop.usage.get("completion_tokens", 0)
+    quota_charge_tokens(tenant=tenant, tokens=spent - ctx.total_tokens, enforce=False)
 
     names = {c.id: c.name for c in loop.tool_calls}
     rows = messages_append(tenant=tenant, session_id=session.pk,

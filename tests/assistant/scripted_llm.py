@@ -61,7 +61,8 @@ def _chunks(reply: dict, model: str, pieces: int = 6) -> list[dict]:
 
 class ScriptedLLM:
     """respx side effect. `script` holds replies (dicts) or callables(request_json) -> reply, used in order;
-    `then` (a reply or callable) answers every call after the script runs out, else the call fails the test."""
+    `then` (a reply or callable) answers every call after the script runs out, else the call fails the test.
+    `requests` holds the assistant's own calls; JSON-schema helper calls go to `structured_requests`."""
 
     def __init__(self, model: str = "test-model"):
         self.model = model
@@ -71,6 +72,7 @@ class ScriptedLLM:
         self.chunk_delay = 0.0  # seconds between streamed chunks (to test disconnects)
         self.chunks_sent = 0
         self.errors: list[str] = []
+        self.structured_requests: list[dict] = []
         self._lock = threading.Lock()
 
     def add(self, *replies) -> ScriptedLLM:
@@ -81,8 +83,21 @@ class ScriptedLLM:
     def tool_requests(self) -> list[dict]:
         return [r for r in self.requests if r.get("tools")]
 
+    def structured(self, body: dict) -> httpx.Response:
+        """Schema-constrained helper calls (query rewrite, extraction, summaries) are not part of the script:
+        a memory query is rewritten as itself; anything else fails, and its caller falls back to no-LLM mode."""
+        fmt = body["response_format"].get("json_schema", {})
+        if fmt.get("name") == "memory_query":
+            query = body["messages"][-1]["content"].splitlines()[0]
+            return httpx.Response(200, json=_completion({"content": json.dumps({"query": query})}, self.model))
+        return httpx.Response(503, json={"error": {"message": "not scripted", "type": "server_error"}})
+
     def __call__(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
+        if body.get("response_format"):
+            with self._lock:
+                self.structured_requests.append(body)
+            return self.structured(body)
         with self._lock:
             self.requests.append(body)
             step = self.script.pop(0) if self.script else self.then

@@ -298,3 +298,15 @@ def test_a_closed_session_is_409(llm, alice, alice_client, alice_session):
 def test_missing_key_is_401(client, alice_session):
     resp = client.post(turns_url(alice_session.id), {"input": "hi"}, content_type="application/json")
     assert resp.status_code == 401
+
+
+def test_the_token_quota_is_checked_before_anything_is_recorded_or_sent(llm, alice, alice_client, alice_session):
+    from infra.quotas import quota_charge_tokens
+
+    alice.tokens_per_minute = 5_000
+    alice.save()
+    quota_charge_tokens(tenant=alice, tokens=4_990)
+    resp = alice_client.post(turns_url(alice_session.id), {"input": "hi"}, format="json")
+    assert resp.status_code == 429 and resp.json()["error"]["code"] == "rate_limited"
+    assert int(resp["Retry-After"]) >= 1
+    assert llm.requests == [] and not Message.objects.filter(session=alice_session).exists()
