@@ -1,0 +1,108 @@
+"""Lifecycle tasks: fan out per tenant, bounded runs that re-enqueue themselves, JSON results, beat schedules."""
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from infra import clock
+from memory.lifecycle import tasks
+from memory.models import JobRun, MemoryRecord
+from tests.memory.lifecycle_support import memory_make
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ALL_TASKS = [tasks.memories_merge_task, tasks.memories_decay_task, tasks.memories_expire_task,
+             tasks.memories_forget_task, tasks.memories_consolidate_task, tasks.buffers_compact_task,
+             tasks.vectors_reconcile_task]
+
+
+def test_beat_run_fans_out_one_task_per_active_tenant(alice, bob, make_tenant, monkeypatch):
+    off = make_tenant("Off")
+    off.is_active = False
+    off.save()
+    sent = []
+    monkeypatch.setattr(tasks.memories_expire_task, "delay", lambda **kw: sent.append(kw))
+    out = tasks.memories_expire_task.apply().get()
+    assert out == {"job": "expire", "fanned_out": 2}
+    assert sorted(s["tenant_id"] for s in sent) == sorted([str(alice.pk), str(bob.pk)])
+
+
+def test_a_bounded_run_re_enqueues_itself_with_its_cursor(alice, alice_user, settings, monkeypatch):
+    settings.MEMORY_LIFECYCLE_BATCH = 2
+    for i in range(3):
+        memory_make(alice, alice_user, f"fact {i}", importance=0.5, created_at=clock.now() - timedelta(days=30))
+    queued = []
+    monkeypatch.setattr(tasks.memories_decay_task, "apply_async", lambda **kw: queued.append(kw))
+
+    out = tasks.memories_decay_task.apply(kwargs={"tenant_id": str(alice.pk)}).get()
+    json.dumps(out)
+    assert out["checked"] == 2 and out["more"] is True
+    (again,) = queued
+    assert again["kwargs"]["tenant_id"] == str(alice.pk) and again["kwargs"]["cursor"] == out["cursor"]
+
+    last = tasks.memories_decay_task.apply(kwargs=again["kwargs"]).get()
+    assert last["checked"] == 1 and last["more"] is False and len(queued) == 1
+    assert JobRun.objects.filter(job="decay", tenant=alice, status="done").count() == 2
+
+
+@pytest.mark.parametrize("task", ALL_TASKS, ids=lambda t: t.name.rsplit(".", 1)[-1])
+def test_every_task_runs_for_a_tenant_and_reports_what_it_did(task, alice, alice_user, monkeypatch):
+    memory_make(alice, alice_user, "I prefer tea", kind="preference")
+    monkeypatch.setattr(task, "apply_async", lambda **kw: None)
+    out = task.apply(kwargs={"tenant_id": str(alice.pk)}).get()
+    json.dumps(out)
+    assert out["tenant_id"] == str(alice.pk) and "run_id" in out
+    run = JobRun.objects.get(pk=out["run_id"])
+    assert run.status == "done" and run.finished_at >= run.started_at
+
+
+def test_a_task_for_a_tenant_that_is_gone_does_nothing(alice):
+    import uuid
+
+    out = tasks.memories_forget_task.apply(kwargs={"tenant_id": str(uuid.uuid4())}).get()
+    assert out["skipped"] == "tenant_gone" and not JobRun.objects.exists()
+
+
+def test_tasks_route_to_the_maintenance_queue():
+    from config.celery import app
+
+    for task in ALL_TASKS:
+        assert app.amqp.router.route({}, task.name)["queue"].name == "maintenance"
+
+
+def test_migration_schedules_every_job_and_the_minute_tasks():
+    """Transactional tests flush tables, so the migration's function is run again here (it is idempotent)."""
+    import importlib
+
+    from django.apps import apps
+    from django.db.migrations.recorder import MigrationRecorder
+    from django_celery_beat.models import PeriodicTask
+
+    from config.celery import app
+
+    assert MigrationRecorder.Migration.objects.filter(app="infra", name="0001_periodic_schedules").exists()
+    migration = importlib.import_module("infra.migrations.0001_periodic_schedules")
+    migration.create_schedules(apps, None)
+    migration.create_schedules(apps, None)
+    assert PeriodicTask.objects.count() == len(migration.SCHEDULES)
+
+    app.loader.import_default_modules()
+    import memory.outbox  # noqa: F401
+    import sessions.tasks  # noqa: F401
+
+    scheduled = {p.task: p for p in PeriodicTask.objects.filter(enabled=True).select_related("interval")}
+    for task in ALL_TASKS:
+        assert task.name in scheduled, task.name
+    for name in ("sessions.tasks.sessions_close_idle_task", "memory.outbox.outbox_flush_task"):
+        assert (scheduled[name].interval.every, scheduled[name].interval.period) == (1, "minutes")
+    for name in scheduled:
+        assert name in app.tasks, f"beat would send an unregistered task: {name}"
+
+
+def test_expire_task_end_to_end(alice, alice_user, monkeypatch):
+    m = memory_make(alice, alice_user, "Boarding pass for today", expires_at=clock.now() - timedelta(seconds=1))
+    out = tasks.memories_expire_task.apply(kwargs={"tenant_id": str(alice.pk)}).get()
+    assert out["expired"] == 1
+    assert MemoryRecord.objects.get(pk=m.pk).status == "expired"
