@@ -37,6 +37,9 @@ _CUES = (
     # decisions
     (re.compile(r"\b(let's|let us|decided|decide|go with|i'll take|i will take|book|choose|chose|pick|confirm|"
                 r"settle|agreed|switch|change)\b", re.I), 3.0),
+    # constraints
+    (re.compile(r"\b(budget|at most|at least|no more than|under|maximum|minimum|max|deadline|must|has to|"
+                r"have to|only)\b", re.I), 2.0),
     # numbers, money, dates
     (re.compile(r"\d|\$|€|£|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|tonight|"
                 r"next week|january|february|march|april|may|june|july|august|september|october|november|"

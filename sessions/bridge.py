@@ -36,7 +36,7 @@ def _clean(text: str) -> str:
 
 
 def _part(items: list[str]) -> str:
-    return truncate_to_tokens("; ".join(_clean(i) for i in items if _clean(i)), _PART_TOKENS)
+    return truncate_to_tokens(" / ".join(_clean(i) for i in items if _clean(i)), _PART_TOKENS)
 
 
 def _sentence(text: str) -> str:

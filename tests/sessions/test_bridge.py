@@ -1,0 +1,220 @@
+"""Bridge summaries: written on close through a real Celery worker, exactly once however often the task runs."""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+
+import httpx
+import pytest
+import respx
+from django.db import connection
+
+from sessions import bridge as bridge_mod
+from sessions.bridge import bridge_write, extractive_bridge
+from sessions.buffer import buffer_add_subgoal, buffer_complete_subgoal, buffer_get, buffer_update_notes
+from sessions.models import BridgeSummary, Session
+from sessions.services import NewMessage, messages_append, session_close
+from sessions.tasks import bridge_write_task
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def ids(session) -> dict:
+    return {"tenant_id": str(session.tenant_id), "user_id": str(session.user_id), "session_id": str(session.pk)}
+
+
+def flight_chat(tenant, session):
+    turns = [("I need a flight from SFO to NYC next Tuesday under $400.", "I found a Delta flight at $350, 7am."),
+             ("I prefer aisle seats. Let's go with the Delta flight.", "Booked seat 14C."),
+             ("Should I add checked luggage?", "That depends on how long you stay.")]
+    for user, assistant in turns:
+        messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+                        items=[NewMessage(role="user", content=user), NewMessage(role="assistant", content=assistant)])
+
+
+def wait_for(predicate, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def worker():
+    """A real Celery worker (in a thread) consuming this run's broker db, with the queues purged first."""
+    from celery.contrib.testing.worker import start_worker
+    from kombu.asynchronous import set_event_loop
+
+    from config.celery import app
+
+    # A worker adopts the process's current event loop; a stopped worker's loop would swallow ETA (retry) tasks.
+    set_event_loop(None)
+    app.control.purge()
+    with start_worker(app, pool="solo", concurrency=1, perform_ping_check=False, loglevel="WARNING",
+                      queues=["default", "llm", "maintenance"], shutdown_timeout=30):
+        yield app
+    set_event_loop(None)
+    connection.close()
+
+
+def test_extractive_bridge_states_goal_found_decided_open(alice, alice_session, extract_calls):
+    flight_chat(alice, alice_session)
+    session_close(tenant=alice, session_id=alice_session.pk)
+    b = bridge_write(session_id=alice_session.pk)
+    assert b.method == "extractive"
+    sentences = [s for s in re.split(r"(?<=[.?])\s+(?=[A-Z])", b.text) if s]
+    assert 2 <= len(sentences) <= 3, b.text
+    assert b.text.startswith("Goal: I need a flight from SFO to NYC next Tuesday under $400.")
+    assert "Found: I found a Delta flight at $350, 7am / Booked seat 14C; decided:" in b.text
+    assert "decided: Let's go with the Delta flight" in b.text
+    assert "Still open: Should I add checked luggage?" in b.text
+    assert b.details["goal"].startswith("I need a flight") and b.goal_embedding and len(b.goal_embedding) == 384
+
+
+def test_bridge_uses_the_buffer_notes_and_subgoals(alice, alice_session, extract_calls):
+    flight_chat(alice, alice_session)
+    buffer_update_notes(**ids(alice_session), key_findings=["Delta DL123 at $350"], open_questions=["Hotel?"])
+    buffer_add_subgoal(**ids(alice_session), text="Pick a seat")
+    buffer_complete_subgoal(**ids(alice_session), text="Pick a seat")
+    session_close(tenant=alice, session_id=alice_session.pk)
+    b = bridge_write(session_id=alice_session.pk)
+    assert "Found: Delta DL123 at $350" in b.text and "Pick a seat" in b.text and "Still open: Hotel?" in b.text
+
+
+def test_closing_finishes_extraction_and_drops_the_buffer(alice, alice_session, extract_calls):
+    from infra.redis_client import Keys, get_redis
+
+    flight_chat(alice, alice_session)
+    buffer_get(**ids(alice_session))
+    session_close(tenant=alice, session_id=alice_session.pk)
+    bridge_write(session_id=alice_session.pk)
+    assert sorted(extract_calls) == sorted(str(m.pk) for m in alice_session.messages.all())
+    assert not get_redis().exists(Keys.session_buffer(alice.pk, alice_session.user_id, alice_session.pk))
+
+
+def test_no_bridge_for_an_open_or_missing_session(alice_session, extract_calls):
+    assert bridge_write(session_id=alice_session.pk) is None
+    assert bridge_write(session_id="6b0c1f4e-0000-4000-8000-000000000000") is None
+    assert not BridgeSummary.objects.exists()
+
+
+def test_racing_writers_leave_one_bridge(alice, alice_session, extract_calls, monkeypatch):
+    flight_chat(alice, alice_session)
+    session_close(tenant=alice, session_id=alice_session.pk)
+    barrier = threading.Barrier(4)
+    real = bridge_mod._compose
+
+    def slow_compose(session):
+        out = real(session)
+        barrier.wait(timeout=20)  # every writer has composed before any inserts
+        return out
+
+    monkeypatch.setattr(bridge_mod, "_compose", slow_compose)
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(bridge_write(session_id=alice_session.pk).pk)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors and len(set(results)) == 1
+    assert BridgeSummary.objects.filter(session=alice_session).count() == 1
+
+
+def test_the_task_run_twice_writes_one_bridge(alice, alice_session, extract_calls):
+    flight_chat(alice, alice_session)
+    session_close(tenant=alice, session_id=alice_session.pk)
+    first = bridge_write_task.apply(args=[str(alice_session.pk)]).get()
+    second = bridge_write_task.apply(args=[str(alice_session.pk)]).get()
+    assert first == second
+    assert BridgeSummary.objects.filter(session=alice_session).count() == 1
+
+
+@respx.mock
+def test_abstractive_bridge_with_an_llm(alice, alice_session, extract_calls, settings):
+    settings.LLM_BASE_URL = "http://llm.test/v1"
+    settings.LLM_MODEL = "test-model"
+    answer = {"goal": "Fly SFO to NYC next Tuesday under $400", "found": "Delta at $350", "decided": "Delta, aisle 14C",
+              "open": "checked luggage",
+              "summary": "The user wanted a flight from SFO to NYC under $400. They booked Delta at $350 in aisle "
+                         "seat 14C. Checked luggage is still open."}
+    route = respx.post("http://llm.test/v1/chat/completions").mock(return_value=httpx.Response(200, json={
+        "id": "x", "object": "chat.completion", "created": 0, "model": "test-model",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": json.dumps(answer)}}]}))
+    flight_chat(alice, alice_session)
+    session_close(tenant=alice, session_id=alice_session.pk)
+    b = bridge_write(session_id=alice_session.pk)
+    assert b.method == "abstractive" and b.text == answer["summary"]
+    assert b.goal == "Fly SFO to NYC next Tuesday under $400" and b.details["decided"] == "Delta, aisle 14C"
+    sent = json.loads(route.calls[0].request.content)
+    assert sent["response_format"]["json_schema"]["name"] == "bridge_summary"
+
+
+def test_extractive_bridge_without_anything_found():
+    text = extractive_bridge({"goal": "", "found": "", "decided": "", "open": ""})
+    assert text == "No clear goal was stated. Nothing was found or decided yet. Nothing was left open."
+
+
+# --- through a real worker -------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_close_writes_the_bridge_through_a_real_worker(alice, alice_client, alice_session, extract_calls, worker):
+    flight_chat(alice, alice_session)
+    r = alice_client.post(f"/api/v1/sessions/{alice_session.pk}/close")
+    assert r.status_code == 200 and r.json()["state"] == "closed"
+    assert wait_for(lambda: BridgeSummary.objects.filter(session_id=alice_session.pk).exists())
+    bridge = BridgeSummary.objects.get(session_id=alice_session.pk)
+    assert bridge.text.startswith("Goal: I need a flight from SFO to NYC")
+    assert wait_for(lambda: len(extract_calls) == 6)
+    # closing again is idempotent and enqueues nothing new
+    assert alice_client.post(f"/api/v1/sessions/{alice_session.pk}/close").status_code == 200
+    time.sleep(0.5)
+    assert BridgeSummary.objects.filter(session_id=alice_session.pk).count() == 1
+
+
+@pytest.mark.slow
+def test_the_task_delivered_twice_to_a_worker_writes_one_bridge(alice, alice_session, extract_calls, worker,
+                                                               monkeypatch):
+    runs = []
+    real = bridge_mod._finish_session
+    monkeypatch.setattr(bridge_mod, "_finish_session", lambda s: (real(s), runs.append(1)))
+    flight_chat(alice, alice_session)
+    session_close(tenant=alice, session_id=alice_session.pk)  # enqueues one on commit
+    bridge_write_task.delay(str(alice_session.pk))
+    bridge_write_task.delay(str(alice_session.pk))
+    assert wait_for(lambda: len(runs) == 3), runs
+    assert BridgeSummary.objects.filter(session_id=alice_session.pk).count() == 1
+
+
+@pytest.mark.slow
+def test_a_task_failing_after_partial_work_is_retried_into_one_bridge(alice, alice_session, extract_calls, worker,
+                                                                     monkeypatch):
+    attempts = []
+    real = bridge_mod._finish_session
+
+    def crash_once(session):
+        attempts.append(BridgeSummary.objects.filter(session=session).count())
+        if len(attempts) == 1:
+            raise RuntimeError("worker died after writing the bridge")
+        real(session)
+
+    monkeypatch.setattr(bridge_mod, "_finish_session", crash_once)
+    flight_chat(alice, alice_session)
+    session_close(tenant=alice, session_id=alice_session.pk)
+    assert wait_for(lambda: len(attempts) >= 2 and len(extract_calls) == 6, timeout=40), attempts
+    assert attempts[:2] == [1, 1]  # the bridge existed when the first attempt died, and the retry reused it
+    assert BridgeSummary.objects.filter(session_id=alice_session.pk).count() == 1
+    assert Session.objects.get(pk=alice_session.pk).state == "closed"
