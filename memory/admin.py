@@ -98,9 +98,10 @@ class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
         parts = []
         if obj.source_message_id:
             msg = obj.source_message
-            parts.append(format_html('message <a href="{}">#{} ({}) on {}</a>', reverse(
+            excerpt = msg.content if len(msg.content) <= 200 else msg.content[:199] + "…"
+            parts.append(format_html('message <a href="{}">#{} ({}) on {}</a>: “{}”', reverse(
                 "admin:chat_sessions_message_change", args=[msg.pk]), msg.seq, msg.role,
-                msg.created_at.strftime("%d %b %Y %H:%M")))
+                msg.created_at.strftime("%d %b %Y %H:%M"), excerpt))
         if obj.session_id:
             url = reverse("admin:chat_sessions_session_change", args=[obj.session_id])
             anchor = f"#msg-{obj.source_message_id}" if obj.source_message_id else ""

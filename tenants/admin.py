@@ -109,6 +109,13 @@ def count_of(model, fk: str, **filters):
     return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
 
 
+def erasure_summary(objs, request, describe):
+    """For get_deleted_objects: erasure goes through a service that removes every dependent row (and the
+    points and keys) itself, so the admin lists a summary instead of collecting, and permission-checking,
+    every cascaded row."""
+    return [describe(obj) for obj in objs], {}, set(), []
+
+
 def admin_link(obj, label=None) -> str:
     if obj is None:
         return "—"
@@ -176,6 +183,13 @@ class TenantAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return request.user.is_superuser and super().has_delete_permission(request, obj)
+
+    def get_deleted_objects(self, objs, request):
+        from memory.models import MemoryRecord
+
+        return erasure_summary(objs, request, lambda t: (
+            f"Tenant {t.slug}: {EndUser.objects.filter(tenant=t).count()} end users and "
+            f"{MemoryRecord.objects.filter(tenant=t).count()} memories, erased from the database, Qdrant and Redis"))
 
     def delete_model(self, request, obj):
         from memory.erasure import tenant_erase
@@ -254,6 +268,14 @@ class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # end users arrive through the API
+
+    def get_deleted_objects(self, objs, request):
+        from memory.models import MemoryRecord
+        from sessions.models import Session
+
+        return erasure_summary(objs, request, lambda u: (
+            f"End user {u.external_id}: {MemoryRecord.objects.filter(user=u).count()} memories and "
+            f"{Session.objects.filter(user=u).count()} sessions, erased from the database, Qdrant and Redis"))
 
     def delete_model(self, request, obj):
         from .services import end_user_delete
