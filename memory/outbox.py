@@ -25,6 +25,7 @@ from .vector_store import Scope, get_vector_store
 
 log = logging.getLogger(__name__)
 
+APPLY_BATCH = 200  # memories embedded and written per round trip
 FLUSH_LOCK_SECONDS = 240  # longer than a bounded flush run, shorter than the beat interval's worst case
 
 
@@ -40,11 +41,17 @@ def outbox_enqueue(*, tenant_id, memory_ids, op: str = VectorOutbox.Op.UPSERT) -
     )
     row_ids = [row.id for row in rows]
     # robust: a failure after commit must never surface in the request that committed.
-    transaction.on_commit(functools.partial(outbox_apply, ids=row_ids), robust=True)
+    transaction.on_commit(functools.partial(_apply_after_commit, row_ids), robust=True)
     return row_ids
 
 
-def outbox_apply(*, ids: list[int] | None = None, limit: int = 200) -> int:
+def _apply_after_commit(row_ids: list[int]) -> None:
+    for start in range(0, len(row_ids), APPLY_BATCH):
+        if not outbox_apply(ids=row_ids[start:start + APPLY_BATCH], limit=APPLY_BATCH):
+            return  # the store is down: the rest waits for the flush task instead of failing chunk by chunk
+
+
+def outbox_apply(*, ids: list[int] | None = None, limit: int = APPLY_BATCH) -> int:
     """Apply pending rows (those of `ids`, or the oldest `limit`); returns how many rows were marked done.
 
     Never raises for a vector-store or embedder failure: the rows stay pending with attempts and last_error.
@@ -95,7 +102,7 @@ def outbox_pending_count(*, tenant_id=None) -> int:
 
 @shared_task(bind=True, acks_late=True, autoretry_for=(DatabaseError, RedisError), retry_backoff=True,
              retry_backoff_max=300, retry_jitter=True, max_retries=5)
-def outbox_flush_task(self, batch_size: int = 200, max_batches: int = 10) -> int:
+def outbox_flush_task(self, batch_size: int = APPLY_BATCH, max_batches: int = 10) -> int:
     """Apply pending outbox rows, bounded per run; re-enqueues itself while work remains and progress is made."""
     redis = get_redis()
     lock = Keys.global_lock("outbox-flush")

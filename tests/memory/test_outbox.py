@@ -105,6 +105,16 @@ def test_texts_are_embedded_in_one_batch(alice, make_memory, embedder, django_ca
     assert len(embedder.calls) == 1 and len(embedder.calls[0]) == 5
 
 
+def test_a_large_commit_is_applied_in_batches(alice, alice_user, make_memory, embedder, monkeypatch,
+                                             django_capture_on_commit_callbacks):
+    monkeypatch.setattr("memory.outbox.APPLY_BATCH", 2)
+    memories = [make_memory(f"trip note {i}") for i in range(5)]
+    with django_capture_on_commit_callbacks(execute=True):
+        outbox_enqueue(tenant_id=alice.id, memory_ids=[m.id for m in memories])
+    assert [len(c) for c in embedder.calls] == [2, 2, 1]
+    assert get_vector_store().count(_scope(alice, alice_user)) == 5 and outbox_pending_count() == 0
+
+
 def test_store_down_keeps_rows_pending_and_a_later_flush_applies_them(alice, alice_user, make_memory,
                                                                       django_capture_on_commit_callbacks):
     real = get_vector_store()
