@@ -142,7 +142,7 @@ def _remember(ctx: ToolContext, args: dict) -> dict:
         raise ToolError(exc.message)
     if record is None:
         return {"stored": False, "reason": "secrets are never stored" if outcome == "secret" else str(outcome)}
-    return {"stored": True, "memory_id": str(record.pk), "source_type": record.source_type,
+    return {"stored": True, "memory_id": str(record.pk), "text": record.text, "source_type": record.source_type,
             "status": record.status, "outcome": str(outcome)}
 
 
@@ -263,5 +263,23 @@ def tool_execute(ctx: ToolContext, name: str, arguments: dict) -> tuple[str, dic
         return "error", {"error": f"The {name} tool failed unexpectedly; continue without it."}
 
 
-def observation_text(observation: dict) -> str:
+def outcome_summary(name: str, observation: dict) -> str:
+    """One readable line for the session's tool ledger (the bridge summary may quote it)."""
+    if observation.get("error"):
+        return f"error: {observation['error']}"
+    if name == "recall":
+        texts = [m["text"] for m in observation.get("memories", [])]
+        return f"{len(texts)} found: " + "; ".join(texts[:3]) if texts else "nothing remembered"
+    if name == "remember":
+        if not observation.get("stored"):
+            return f"not stored ({observation.get('reason')})"
+        return f"{observation.get('outcome', 'stored')} ({observation.get('source_type')}): {observation.get('text')}"
+    if name == "forget":
+        return "forgotten"
+    if name == "update_notes":
+        return "notes updated"
+    if name == "set_goal":
+        return f"goal set: {observation.get('goal')}"
+    if name == "complete_subgoal":
+        return f"done: {observation.get('completed')}"
     return json.dumps(observation, ensure_ascii=False, default=str)

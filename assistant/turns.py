@@ -17,7 +17,7 @@ from sessions.models import Message, Session
 from sessions.services import NewMessage, messages_append
 
 from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, react_run
-from .tools import ToolContext, tool_definitions, tool_execute
+from .tools import ToolContext, outcome_summary, tool_definitions, tool_execute
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +82,7 @@ def _ledger(ctx: ToolContext, loop: LoopResult) -> None:
     from sessions.buffer import buffer_record_tool
 
     for call in loop.tool_calls:
-        outcome = call.observation.get("error") or ", ".join(f"{k}={v}" for k, v in call.observation.items()
-                                                             if not isinstance(v, list | dict))
-        if not outcome and "memories" in call.observation:
-            outcome = f"{len(call.observation['memories'])} memories"
+        outcome = outcome_summary(call.name, call.observation)
         try:
             buffer_record_tool(tenant_id=str(ctx.tenant.pk), user_id=str(ctx.user.pk), session_id=str(ctx.session.pk),
                                tool=call.name, arguments=call.arguments or {},

@@ -106,14 +106,13 @@ def context_of(api: Api, session_id: str, text: str) -> dict:
 
 
 def bridge_in(context: dict) -> str:
-    """The bridge section of a composed context, if the composer put one in."""
-    if context.get("bridge"):
-        return context["bridge"] if isinstance(context["bridge"], str) else context["bridge"].get("text", "")
-    for message in context.get("messages", []):
-        content = message.get("content") or ""
-        if message.get("role") == "system" and "previous session" in content.lower():
-            return content
-    return ""
+    """The bridge summaries the composer put into a session's first-turn context."""
+    return "\n".join(f"({b['kind']}) {b['text']}" for b in context.get("bridges") or [])
+
+
+def newark_known(api: Api, user_id: str):
+    memories = all_memories(api, user_id)
+    return memories if any("newark" in m["text"].lower() for m in memories) else None
 
 
 def main() -> int:
@@ -153,10 +152,8 @@ def main() -> int:
             say(f"assistant (client's model): {scripted_reply}", 2)
 
     step("What Continuum remembered from session 1 (extraction runs in the background)")
-    memories = wait_for("memories about Newark", lambda: [m for m in all_memories(api, user["id"])
-                                                          if "newark" in m["text"].lower()] and
-                        all_memories(api, user["id"], status="active,superseded"))
-    show_memories(memories or all_memories(api, user["id"]))
+    show_memories(wait_for("a memory about Newark", lambda: newark_known(api, user["id"]))
+                  or all_memories(api, user["id"]))
 
     step("Session 1 closes")
     closed = api("POST", f"/sessions/{s1['id']}/close")
@@ -165,9 +162,12 @@ def main() -> int:
     step("Session 2, days later: the user returns")
     s2 = api("POST", "/sessions", json={"user_id": user["id"], "title": "Back for the flight"})
     say(f"session {s2['id']} opened, previous session {s2.get('previous_id')}", 2)
-    context = wait_for("the bridge summary", lambda: (lambda c: c if bridge_in(c) else None)(
-        context_of(api, s2["id"], SESSION_2))) or context_of(api, s2["id"], SESSION_2)
-    say("bridge from session 1:", 2)
+    def context_with_bridge():
+        context = context_of(api, s2["id"], SESSION_2)
+        return context if bridge_in(context) else None
+
+    context = wait_for("the bridge summary", context_with_bridge) or context_of(api, s2["id"], SESSION_2)
+    say("session 2 starts from the bridge of session 1:", 2)
     say(bridge_in(context) or "(no bridge yet)", 4)
 
     say()
