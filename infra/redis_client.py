@@ -15,7 +15,13 @@ def _pool() -> redis.ConnectionPool:
 
 
 def get_redis() -> redis.Redis:
-    return redis.Redis(connection_pool=_pool(), decode_responses=False)
+    return _client(_pool())
+
+
+@functools.lru_cache(maxsize=4)
+def _client(pool: redis.ConnectionPool) -> redis.Redis:
+    # Building a client costs more than a round trip (its callback table); clients are thread-safe, share one.
+    return redis.Redis(connection_pool=pool, decode_responses=False)
 
 
 def reset_pool() -> None:

@@ -411,15 +411,22 @@ def _subgoal_key(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())[:200]
 
 
-def buffer_append_messages(*, tenant_id, user_id, session_id, message_ids: list) -> WriteResult | None:
+def buffer_append_messages(*, tenant_id, user_id, session_id, message_ids: list,
+                           messages: list | None = None) -> WriteResult | None:
     """Add committed messages to the buffer, then fold old turns and look for links when due.
 
     Runs after the database commit: a Redis failure is logged and swallowed (the next read catches up).
+    `messages`: the committed Message rows themselves, when the caller has them (saves reading them back).
     """
     if not message_ids:
         return None
     ids = _ids(tenant_id, user_id, session_id)
-    rows = _message_rows(ids.session_id, pk__in=[str(m) for m in message_ids])
+    wanted = {str(m) for m in message_ids}
+    if messages is not None:
+        rows = sorted((message_entry({f: getattr(m, f) for f in _MESSAGE_FIELDS}) for m in messages
+                       if str(m.pk) in wanted and str(m.session_id) == ids.session_id), key=lambda m: m["seq"])
+    else:
+        rows = _message_rows(ids.session_id, pk__in=list(wanted))
     if not rows:
         return None
     result = None

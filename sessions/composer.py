@@ -8,6 +8,7 @@ with the tokenizer over the final messages, so the result never exceeds the budg
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -16,7 +17,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from infra.errors import ServiceUnavailable, ValidationFailed
-from infra.tokens import count_message_tokens, count_tokens, truncate_to_tokens
+from infra import tokens as tokenizer
+from infra.tokens import truncate_to_tokens
 
 from .anchors import anchor_label
 from .buffer import Buffer, buffer_get
@@ -61,6 +63,37 @@ class TurnContext:
     bridges: list[LinkedBridge] = field(default_factory=list)
     goal: str = ""
     caps: dict = field(default_factory=dict)
+
+
+# --- token counting -------------------------------------------------------------------------------------------
+
+_CACHEABLE_CHARS = 4096
+
+
+@functools.lru_cache(maxsize=8192)
+def _count_cached(text: str) -> int:
+    return tokenizer.count_tokens(text)
+
+
+def count_tokens(text: str) -> int:
+    """infra.tokens.count_tokens, remembered: anchors, state lines and turns recur from one compose to the next."""
+    if not text:
+        return 0
+    return _count_cached(text) if len(text) <= _CACHEABLE_CHARS else tokenizer.count_tokens(text)
+
+
+def _message_cost(m: dict) -> int:
+    """One message's share of infra.tokens.count_message_tokens (its framing plus content, name and calls)."""
+    cost = 4 + count_tokens(m.get("content") or "") + count_tokens(m.get("name") or "")
+    for call in m.get("tool_calls") or []:
+        fn = call.get("function", {})
+        cost += count_tokens(fn.get("name", "")) + count_tokens(fn.get("arguments", ""))
+    return cost
+
+
+def count_message_tokens(messages: list[dict]) -> int:
+    """Equal to infra.tokens.count_message_tokens (tests hold it to that), with remembered counts."""
+    return 3 + sum(_message_cost(m) for m in messages)
 
 
 # --- rendering, each within a token limit ----------------------------------------------------------------------
@@ -155,10 +188,6 @@ def _openai_message(m: dict) -> dict:
     if m["role"] == "assistant" and m.get("tool_calls"):
         out["tool_calls"] = m["tool_calls"]
     return out
-
-
-def _message_cost(m: dict) -> int:
-    return count_message_tokens([m]) - 3
 
 
 def _paired(messages: list[dict]) -> list[dict]:

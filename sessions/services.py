@@ -121,14 +121,17 @@ def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage], enqu
                                                      last_activity_at=max(last_ts, now))
         ids = [str(r.id) for r in rows]
         tenant_id, user_id, session_pk = str(tenant.pk), str(session.user_id), str(session.pk)
-        transaction.on_commit(lambda: _after_append(tenant_id, user_id, session_pk, ids, enqueue_extraction))
+        transaction.on_commit(lambda: _after_append(tenant_id, user_id, session_pk, ids, enqueue_extraction, rows))
     return rows
 
 
-def _after_append(tenant_id: str, user_id: str, session_id: str, message_ids: list[str], enqueue_extraction: bool) -> None:
+def _after_append(tenant_id: str, user_id: str, session_id: str, message_ids: list[str], enqueue_extraction: bool,
+                  rows: list[Message] | None = None) -> None:
     from .buffer import buffer_append_messages
 
-    buffer_append_messages(tenant_id=tenant_id, user_id=user_id, session_id=session_id, message_ids=message_ids)
+    # The committed rows are handed over so the buffer need not read them back.
+    buffer_append_messages(tenant_id=tenant_id, user_id=user_id, session_id=session_id, message_ids=message_ids,
+                           messages=rows)
     if enqueue_extraction:
         from memory.tasks import memory_extract_task
 

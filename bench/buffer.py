@@ -1,0 +1,268 @@
+"""Context-buffer benchmark: append and compose latency against the raw Redis round trip, and context size.
+
+In one run, against the Redis of REDIS_URL and a scratch database:
+  * the raw Redis round-trip floor: PING, and GET of a buffer-sized value (no parsing);
+  * buffer append latency p50/p95 (`buffer_append_messages`: the committed rows read back from the database,
+    one Lua write, and the anchor fold when one is due) at 10, 100 and 1,000 turns per session;
+  * compose latency p50/p95 (`context_compose`, long-term retrieval excluded: it belongs to the memory
+    benchmark) at the same sizes, beside the tokenizer's own cost of counting the composed messages once;
+  * composed tokens against the full transcript's tokens at 200 turns.
+Targets (issue 3): compose p95 ≤ 3 × floor + tokenizer cost; composed ≤ 10% of the transcript at 200 turns.
+
+    .venv/bin/python bench/buffer.py [--database-url URL] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SIZES = (10, 100, 1000)
+TOKEN_TURNS = 200
+
+
+def _args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--database-url", default="", help="scratch database (default: SQLite in a temp folder)")
+    p.add_argument("--json", dest="json_path", help="also write the figures here")
+    p.add_argument("--samples", type=int, default=200, help="compose samples per size")
+    p.add_argument("--seed", type=int, default=7)
+    return p.parse_args(argv)
+
+
+def _setup_django(args, workdir: Path) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+    os.environ["DATABASE_URL"] = args.database_url or f"sqlite:///{workdir / 'bench.sqlite3'}"
+    os.environ["CONTINUUM_VAR_DIR"] = str(workdir)
+    os.environ["QDRANT_EDGE_PATH"] = str(workdir / "edge")
+    os.environ["REDIS_KEY_PREFIX"] = f"bench{uuid.uuid4().hex[:8]}"
+    os.environ["LLM_BASE_URL"] = ""  # extractive anchors: the figures must not depend on a model
+    os.environ["LLM_MODEL"] = ""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+# --- a synthetic but varied conversation ---------------------------------------------------------------------
+
+CITIES = ["Lisbon", "Oslo", "Kyoto", "Denver", "Nairobi", "Lima", "Tallinn", "Hanoi", "Porto", "Austin"]
+THINGS = ["flight", "hotel", "rental car", "train pass", "museum ticket", "dinner table", "ferry", "tour"]
+USER = [
+    "I need a {thing} in {city} for {n} people on {day}, ideally under ${price}.",
+    "Can you compare the two {thing} options you found for {city}? Which one is cheaper?",
+    "I prefer something quiet and close to the center; I never want early mornings.",
+    "Let's go with the second {thing}, the one at ${price}.",
+    "What about cancellation rules for the {thing} in {city}?",
+    "ok thanks",
+    "My budget for the whole trip is ${big} at most, so keep that in mind.",
+    "Actually change the date to {day}, and add one more person.",
+    "Is breakfast included, and how far is it from the station?",
+    "Great, that works. Next, look at the {thing} for {city}.",
+]
+ASSISTANT = [
+    "I found three {thing} options in {city} for {day}: the first is ${price} with free cancellation, the second "
+    "is ${price2} and includes breakfast, and the third is ${price3} but is about {n} km from the center. The "
+    "second one fits your preference for a quiet place best.",
+    "Compared side by side, option one costs ${price} and option two ${price2}; option two is {n} minutes closer "
+    "to the station and has better reviews for noise. Both allow changes until 48 hours before {day}.",
+    "Done: the {thing} in {city} is held for {n} people on {day} at ${price}. I will keep your budget of ${big} "
+    "in mind for the remaining bookings and flag anything that would push you over it.",
+    "Cancellation is free up to {n} days before arrival; after that the first night (${price}) is charged. "
+    "Breakfast is served from 7 to 10 and the station is a {n}-minute walk.",
+]
+DAYS = ["Monday", "Tuesday", "Friday", "March 3", "April 12", "next weekend", "June 9"]
+
+
+def _fill(template: str, rnd: random.Random) -> str:
+    return template.format(thing=rnd.choice(THINGS), city=rnd.choice(CITIES), n=rnd.randint(2, 9),
+                           day=rnd.choice(DAYS), price=rnd.randint(80, 400), price2=rnd.randint(80, 400),
+                           price3=rnd.randint(80, 400), big=rnd.randint(1500, 5000))
+
+
+def _pct(values: list[float], p: float) -> float:
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    k = min(len(values) - 1, max(0, int(round(p / 100 * (len(values) - 1)))))
+    return values[k]
+
+
+def _ms(values: list[float]) -> dict:
+    return {"p50_ms": round(_pct(values, 50) * 1000, 3), "p95_ms": round(_pct(values, 95) * 1000, 3),
+            "n": len(values)}
+
+
+def main(argv=None) -> dict:
+    args = _args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="continuum-bench-buffer-"))
+    _setup_django(args, workdir)
+
+    from django.conf import settings
+
+    from infra.redis_client import Keys, get_redis
+    from infra.tokens import count_message_tokens
+    from sessions import buffer as buffer_mod
+    from sessions import composer as composer_mod
+    from sessions.composer import context_compose
+    from sessions.models import Message, Session
+    from sessions.services import NewMessage, messages_append, session_open
+    from tenants.services import end_user_create, tenant_create
+
+    rnd = random.Random(args.seed)
+    r = get_redis()
+    tenant = tenant_create(name="bench-buffer", slug=f"bench-buffer-{uuid.uuid4().hex[:8]}")
+
+    # Time every buffer append the service makes after its commit, with the session's turn count.
+    appends: list[tuple[int, float]] = []
+    real_append = buffer_mod.buffer_append_messages
+    turn_of: dict[str, int] = {}
+
+    def timed_append(**kw):
+        started = time.perf_counter()
+        out = real_append(**kw)
+        appends.append((turn_of.get(str(kw["session_id"]), 0), time.perf_counter() - started))
+        return out
+
+    buffer_mod.buffer_append_messages = timed_append
+
+    def build(turns: int) -> Session:
+        user = end_user_create(tenant=tenant, external_id=f"u-{uuid.uuid4().hex[:10]}")
+        session, _ = session_open(tenant=tenant, user=user)
+        for t in range(1, turns + 1):
+            turn_of[str(session.pk)] = t
+            messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+                            items=[NewMessage(role="user", content=_fill(rnd.choice(USER), rnd))])
+            messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+                            items=[NewMessage(role="assistant", content=_fill(rnd.choice(ASSISTANT), rnd))])
+        session.refresh_from_db()
+        return session
+
+    try:
+        results: dict = {"config": {
+            "database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
+            "anchor_every_turns": settings.CONTINUUM_ANCHOR_EVERY_TURNS,
+            "anchor_keep_turns": settings.CONTINUUM_ANCHOR_KEEP_TURNS,
+            "context_budget": settings.CONTINUUM_CONTEXT_BUDGET, "context_caps": settings.CONTINUUM_CONTEXT_CAPS}}
+        # Sessions per size so that each size gets a few hundred appends near its final length.
+        plan = {10: 40, 100: 4, 1000: 1}
+        by_size: dict[int, list[Session]] = {}
+        append_samples: dict[int, list[float]] = {size: [] for size in SIZES}
+        build_started = time.perf_counter()
+        for size in SIZES:
+            by_size[size] = []
+            for _ in range(plan[size]):
+                appends.clear()
+                by_size[size].append(build(size))
+                append_samples[size] += [d for t, d in appends if t > size * 0.8]
+        results["build_seconds"] = round(time.perf_counter() - build_started, 1)
+
+        # The floor: PING, and GET of the biggest buffer's bytes, unparsed.
+        big = by_size[1000][0]
+        big_key = Keys.session_buffer(tenant.pk, big.user_id, big.pk)
+        buffer_mod.buffer_get(tenant_id=tenant.pk, user_id=big.user_id, session_id=big.pk)
+        ping, get = [], []
+        for _ in range(1000):
+            t0 = time.perf_counter()
+            r.ping()
+            ping.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            r.get(big_key)
+            get.append(time.perf_counter() - t0)
+        results["floor"] = {"ping": _ms(ping), "get_buffer": _ms(get), "buffer_bytes_at_1000_turns": r.strlen(big_key)}
+
+        results["sizes"] = {}
+        for size in SIZES:
+            sessions = by_size[size]
+            compose, cold, tokenize, totals = [], [], [], []
+            for i in range(args.samples):
+                session = sessions[i % len(sessions)]
+                question = _fill(rnd.choice(USER), rnd)
+                t0 = time.perf_counter()
+                ctx = context_compose(tenant=tenant, session=session, new_input=question, include_memories=False)
+                compose.append(time.perf_counter() - t0)
+                # cold: the composer's remembered token counts dropped first, so everything is tokenized anew
+                composer_mod._count_cached.cache_clear()
+                t0 = time.perf_counter()
+                context_compose(tenant=tenant, session=session, new_input=question, include_memories=False)
+                cold.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                count_message_tokens(ctx.messages)
+                tokenize.append(time.perf_counter() - t0)
+                totals.append(ctx.total_tokens)
+            key = Keys.session_buffer(tenant.pk, sessions[0].user_id, sessions[0].pk)
+            results["sizes"][size] = {
+                "sessions": len(sessions), "append": _ms(append_samples[size]), "compose": _ms(compose),
+                "compose_cold": _ms(cold),
+                "tokenizer": _ms(tokenize), "composed_tokens_median": int(statistics.median(totals)),
+                "buffer_bytes": r.strlen(key),
+                "compose_target_ms": round(3 * _pct(get, 95) * 1000 + _pct(tokenize, 95) * 1000, 3),
+            }
+            results["sizes"][size]["compose_within_target"] = (
+                results["sizes"][size]["compose"]["p95_ms"] <= results["sizes"][size]["compose_target_ms"])
+            results["sizes"][size]["cold_within_target"] = (
+                results["sizes"][size]["compose_cold"]["p95_ms"] <= results["sizes"][size]["compose_target_ms"])
+
+        # Context size at 200 turns against the full transcript.
+        session = build(TOKEN_TURNS)
+        transcript = [{"role": m.role, "content": m.content}
+                      for m in Message.objects.filter(session=session).order_by("seq")]
+        ctx = context_compose(tenant=tenant, session=session, new_input=_fill(USER[1], rnd), include_memories=False)
+        full = count_message_tokens(transcript)
+        results["tokens_at_200_turns"] = {
+            "transcript_tokens": full, "composed_tokens": ctx.total_tokens,
+            "ratio": round(ctx.total_tokens / full, 4), "breakdown": ctx.breakdown,
+            "with_memories_cap_filled": ctx.total_tokens + settings.CONTINUUM_CONTEXT_CAPS.get("memories", 0),
+            "ratio_with_memories_cap_filled": round(
+                (ctx.total_tokens + settings.CONTINUUM_CONTEXT_CAPS.get("memories", 0)) / full, 4),
+        }
+    finally:
+        buffer_mod.buffer_append_messages = real_append
+        keys = list(r.scan_iter(match=f"{settings.REDIS_KEY_PREFIX}:*", count=1000))
+        if keys:
+            r.delete(*keys)
+        tenant.delete()
+
+    _print(results)
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(results, indent=2, default=str))
+    return results
+
+
+def _print(res: dict) -> None:
+    f = res["floor"]
+    print(f"database: {res['config']['database']}; build of all sessions took {res['build_seconds']} s")
+    print(f"Redis floor: PING p50 {f['ping']['p50_ms']} ms, p95 {f['ping']['p95_ms']} ms; GET of a "
+          f"{f['buffer_bytes_at_1000_turns']}-byte buffer p50 {f['get_buffer']['p50_ms']} ms, "
+          f"p95 {f['get_buffer']['p95_ms']} ms")
+    print("compose target = 3 x GET-floor p95 + tokenizer p95 (counting the composed messages once, uncached)")
+    print(f"{'turns':>6} {'append p50':>11} {'append p95':>11} {'compose p50':>12} {'compose p95':>12} "
+          f"{'cold p50':>9} {'cold p95':>9} {'tokenizer p95':>14} {'target':>8} {'ok':>3} {'cold ok':>7} "
+          f"{'tokens':>7} {'bytes':>7}")
+    for size, s in res["sizes"].items():
+        print(f"{size:>6} {s['append']['p50_ms']:>9.3f}ms {s['append']['p95_ms']:>9.3f}ms "
+              f"{s['compose']['p50_ms']:>10.3f}ms {s['compose']['p95_ms']:>10.3f}ms "
+              f"{s['compose_cold']['p50_ms']:>7.3f}ms {s['compose_cold']['p95_ms']:>7.3f}ms "
+              f"{s['tokenizer']['p95_ms']:>12.3f}ms {s['compose_target_ms']:>6.2f}ms "
+              f"{'yes' if s['compose_within_target'] else 'NO':>3} {'yes' if s['cold_within_target'] else 'NO':>7} "
+              f"{s['composed_tokens_median']:>7} {s['buffer_bytes']:>7}")
+    t = res["tokens_at_200_turns"]
+    print(f"at {TOKEN_TURNS} turns: composed {t['composed_tokens']} tokens vs transcript {t['transcript_tokens']} "
+          f"({t['ratio']:.1%}); with the memories section filled to its cap: {t['ratio_with_memories_cap_filled']:.1%}")
+    print(f"breakdown: {t['breakdown']}")
+
+
+if __name__ == "__main__":
+    main()
