@@ -16,6 +16,7 @@ from infra.embedder import get_embedder
 from infra.errors import ValidationFailed
 from tenants.models import EndUser, Tenant
 
+from .controls import content_hash_for
 from .extraction.candidate import Candidate, subject_normalize
 from .extraction.secrets import secrets_redact
 from .models import MemoryEvent, MemoryKind, MemoryRecord, MemoryStatus, SourceType
@@ -96,6 +97,7 @@ def _new_record(*, tenant, user, candidate: Candidate, session=None, source_mess
         session=session if session is not None else getattr(source_message, "session", None),
         created_at=created, status=_initial_status(tenant=tenant, source_type=candidate.source_type),
         status_changed_at=clock.now(), expires_at=memory_expiry(tenant=tenant, kind=candidate.kind, created_at=created),
+        content_hash=content_hash_for(candidate.text),
         extractor=candidate.extractor[:40], extractor_version=str(candidate.metadata.get("extractor_version", "1")),
         metadata={k: v for k, v in candidate.metadata.items() if k != "extractor_version"},
     )

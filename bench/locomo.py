@@ -1,0 +1,329 @@
+"""LoCoMo retrieval benchmark: import conversations through the service, retrieve, and score evidence recall.
+
+Protocol (../shared/DESIGN.md): every conversation is imported through the service's own ingestion path — one
+tenant, one end user per speaker, one session per dataset session and speaker (its time from the dataset,
+each `dia_id` kept as the message's external id; the speaker's turns are that user's messages, the other
+speaker's turns are the assistant's), every session closed, extraction run (Celery tasks run in-process).
+Then for every question of categories 1–4, memories of both speakers are retrieved and mapped through their
+provenance back to `dia_id`s. A memory counts for at most its three most direct source turns (its own turn
+first; neighbours shown with it count, and cost their tokens); summaries count for none.
+
+Reported beside a plain dense baseline (every raw turn "Speaker: text", top-k cosine, same embedder) and the
+full conversation's tokens: evidence recall@5/10/20 (k memories vs k turns, no token budget, no expansion),
+recall within 500/1,000/2,000 retrieved tokens (the service called with that token budget; the baseline takes
+turns best-first while they fit), mean retrieved tokens, and retrieval latency p50/p95 (query embedding
+included). No LLM is used unless --use-llm is given and one is configured.
+
+    .venv/bin/python bench/locomo.py [DATASET] [--json out.json] [--database-url URL]
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DATASET = REPO.parent / "shared" / "bench" / "locomo-dev.json"
+KS = (5, 10, 20)
+BUDGETS = (500, 1000, 2000)
+CATEGORIES = (1, 2, 3, 4)
+
+
+def _args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("dataset", nargs="?", default=str(DEFAULT_DATASET), help="a file in LoCoMo's format")
+    p.add_argument("--json", dest="json_path", help="also write the figures here")
+    p.add_argument("--database-url", default="", help="scratch database (default: SQLite in a temp folder)")
+    p.add_argument("--conversations", type=int, default=0, help="only the first N conversations (0: all)")
+    p.add_argument("--use-llm", action="store_true", help="let extraction and retrieval use a configured LLM")
+    p.add_argument("--torch-threads", type=int, default=1,
+                   help="torch CPU threads (more threads than idle cores make one short query ~20x slower)")
+    return p.parse_args(argv)
+
+
+def _setup_django(args, workdir: Path) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+    os.environ["DATABASE_URL"] = args.database_url or f"sqlite:///{workdir / 'bench.sqlite3'}"
+    os.environ["CONTINUUM_VAR_DIR"] = str(workdir)
+    os.environ["QDRANT_EDGE_PATH"] = str(workdir / "edge")
+    os.environ["QDRANT_URL"] = ""
+    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "true"
+    os.environ["CONTINUUM_EMBEDDED_WORKER"] = "false"
+    os.environ["REDIS_KEY_PREFIX"] = f"bench{uuid.uuid4().hex[:8]}"
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    if not args.use_llm:
+        for key in ("LLM_BASE_URL", "LLM_MODEL", "LLM_FAST_MODEL", "LLM_API_KEY"):
+            os.environ[key] = ""
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0, interactive=False)
+
+
+class CachingEmbedder:
+    """The configured embedder with a cache for the import (extraction and the outbox embed the same texts).
+
+    Queries are never served from it: `caching` is switched off before the questions, so every retrieval
+    pays for its own query embedding.
+    """
+
+    def __init__(self, inner):
+        self.inner, self.model_name, self.dim = inner, inner.model_name, inner.dim
+        self._cache: dict[str, list[float]] = {}
+        self.caching = True
+
+    def embed(self, texts):
+        if not self.caching:
+            return self.inner.embed(texts)
+        keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in self._cache))
+        if missing:
+            for t, v in zip(missing, self.inner.embed(missing)):
+                self._cache[hashlib.sha1(t.encode()).hexdigest()] = v
+        return [self._cache[k] for k in keys]
+
+
+def parse_session_date(raw: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' → an aware datetime (UTC)."""
+    return datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+
+
+def sessions_of(conversation: dict) -> list[tuple[int, datetime, list[dict]]]:
+    out, n = [], 1
+    while f"session_{n}" in conversation:
+        turns = conversation[f"session_{n}"]
+        if turns:
+            out.append((n, parse_session_date(conversation[f"session_{n}_date_time"]), turns))
+        n += 1
+    return out
+
+
+def turn_content(turn: dict) -> str:
+    """What a chat client would send: the text, and a shared image as its caption."""
+    text = turn.get("text") or ""
+    if turn.get("blip_caption"):
+        text = f"{text} [shares an image: {turn['blip_caption']}]".strip()
+    return text
+
+
+def import_sample(sample: dict, tenant) -> dict:
+    """One conversation through the service: users, sessions with dataset dates, messages, close, extraction."""
+    from memory.extraction.pipeline import session_extract_pending
+    from sessions.services import NewMessage, messages_append, session_close, session_open
+    from tenants.services import end_user_create
+
+    conv = sample["conversation"]
+    speakers = [conv["speaker_a"], conv["speaker_b"]]
+    users = {name: end_user_create(tenant=tenant, external_id=f"{sample['sample_id']}:{name}", display_name=name)
+             for name in speakers}
+    for number, started, turns in sessions_of(conv):
+        for name, user in users.items():
+            session, _ = session_open(tenant=tenant, user=user, external_id=f"{sample['sample_id']}:{number}",
+                                      opened_at=started)
+            items = [NewMessage(role="user" if t["speaker"] == name else "assistant",
+                                name="" if t["speaker"] == name else t["speaker"], content=turn_content(t),
+                                external_id=t["dia_id"], created_at=started + timedelta(seconds=30 * i))
+                     for i, t in enumerate(turns)]
+            messages_append(tenant=tenant, session_id=session.pk, items=items)  # extraction enqueued (eager)
+            session_close(tenant=tenant, session_id=session.pk, reason="import",
+                          closed_at=started + timedelta(seconds=30 * len(turns)))
+            session_extract_pending(session_id=session.pk)  # anything the eager queue left behind
+    return users
+
+
+def evidence_recall(evidence: set[str], found: set[str]) -> float:
+    return len(evidence & found) / len(evidence)
+
+
+def memory_dia_ids(memory, dia_of: dict[str, str]) -> set[str]:
+    """At most the three most direct source turns: its own turn(s) first, then the neighbours shown with it."""
+    ids = list(dict.fromkeys([*memory.source_message_ids, *memory.neighbour_message_ids]))[:3]
+    return {dia_of[i] for i in ids if i in dia_of}
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    xs = sorted(values)
+    return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
+
+
+def main(argv=None) -> dict:
+    args = _args(argv)
+    data = json.loads(Path(args.dataset).read_text())
+    if args.conversations:
+        data = data[: args.conversations]
+    workdir = Path(tempfile.mkdtemp(prefix="locomo-bench-"))
+    _setup_django(args, workdir)
+
+    import numpy as np
+
+    from infra.embedder import get_embedder, set_embedder
+    from infra.tokens import count_tokens
+    from memory.models import MemoryRecord
+    from memory.retrieval import memory_retrieve_for_users
+    from sessions.models import Message
+    from tenants.services import tenant_create
+
+    import torch
+
+    torch.set_num_threads(max(1, args.torch_threads))
+    embedder = CachingEmbedder(get_embedder())
+    set_embedder(embedder)
+    # Old conversations (2023) must not expire under today's clock: this tenant keeps events and goals.
+    tenant = tenant_create(name="LoCoMo bench", slug=f"locomo-{uuid.uuid4().hex[:6]}",
+                           memory_ttl_days={"event": None, "goal": None})
+
+    t0 = time.perf_counter()
+    users_by_sample = {}
+    for sample in data:
+        users_by_sample[sample["sample_id"]] = import_sample(sample, tenant)
+        print(f"imported {sample['sample_id']}: {MemoryRecord.objects.filter(tenant=tenant).count()} memories so far",
+              flush=True)
+    import_seconds = time.perf_counter() - t0
+    dia_of = {str(mid): ext for mid, ext in Message.objects.filter(tenant=tenant).values_list("pk", "external_id")}
+    baseline_lines = {s["sample_id"]: [f"{t['speaker']}: {t['text']}" for _, _, ts in sessions_of(s["conversation"])
+                                       for t in ts] for s in data}
+    embedder.embed([line for lines in baseline_lines.values() for line in lines])  # the baseline's index
+    embedder.caching = False
+    with_provenance = MemoryRecord.objects.filter(tenant=tenant, source_message__isnull=False).count()
+    total_memories = MemoryRecord.objects.filter(tenant=tenant).count()
+
+    ours = {"recall_at": {k: [] for k in KS}, "recall_within": {b: [] for b in BUDGETS},
+            "tokens": {b: [] for b in BUDGETS}, "latency_ms": [], "latency_ms_topk": [], "embed_ms": []}
+    base = {"recall_at": {k: [] for k in KS}, "recall_within": {b: [] for b in BUDGETS},
+            "tokens": {b: [] for b in BUDGETS}, "latency_ms": []}
+    full_tokens, questions = [], 0
+    by_category: dict[int, list[float]] = {c: [] for c in CATEGORIES}
+    for sample in data:
+        conv = sample["conversation"]
+        users = list(users_by_sample[sample["sample_id"]].values())
+        turns = [t for _, _, ts in sessions_of(conv) for t in ts]
+        lines = [f"{t['speaker']}: {t['text']}" for t in turns]
+        full_tokens.append(sum(count_tokens(f"{date:%d %B %Y}\n") for _, date, _ in sessions_of(conv))
+                           + sum(count_tokens(line) for line in lines))
+        embedder.caching = True
+        matrix = np.array(embedder.embed(lines), dtype=np.float32)
+        embedder.caching = False
+        line_tokens = [count_tokens(line) for line in lines]
+        for qa in sample["qa"]:
+            if qa.get("category") not in CATEGORIES or not qa.get("evidence"):
+                continue
+            questions += 1
+            evidence = set(qa["evidence"])
+            question = qa["question"]
+            start = time.perf_counter()
+            embedder.embed([question])  # the floor: one query embedding, measured on its own
+            ours["embed_ms"].append((time.perf_counter() - start) * 1000)
+            # Ours: ranked top-k (no budget), then one call per token budget.
+            start = time.perf_counter()
+            top = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=max(KS),
+                                            record_access=False)
+            ours["latency_ms_topk"].append((time.perf_counter() - start) * 1000)
+            for k in KS:
+                found = set().union(*[memory_dia_ids(m, dia_of) for m in top[:k]]) if top else set()
+                ours["recall_at"][k].append(evidence_recall(evidence, found))
+            for budget in BUDGETS:
+                start = time.perf_counter()
+                got = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=1000,
+                                                token_budget=budget, record_access=False)
+                elapsed = (time.perf_counter() - start) * 1000
+                if budget == 1000:
+                    ours["latency_ms"].append(elapsed)
+                found = set().union(*[memory_dia_ids(m, dia_of) for m in got]) if got else set()
+                r = evidence_recall(evidence, found)
+                ours["recall_within"][budget].append(r)
+                ours["tokens"][budget].append(sum(m.token_count for m in got))
+                if budget == 1000:
+                    by_category[qa["category"]].append(r)
+            # Plain dense baseline: the same embedder over every raw turn.
+            start = time.perf_counter()
+            qv = np.array(embedder.inner.embed([question])[0], dtype=np.float32)
+            order = np.argsort(-(matrix @ qv))
+            base["latency_ms"].append((time.perf_counter() - start) * 1000)
+            for k in KS:
+                base["recall_at"][k].append(evidence_recall(evidence, {turns[i]["dia_id"] for i in order[:k]}))
+            for budget in BUDGETS:
+                used, found = 0, set()
+                for i in order:
+                    if used + line_tokens[i] > budget:
+                        break
+                    used += line_tokens[i]
+                    found.add(turns[i]["dia_id"])
+                base["recall_within"][budget].append(evidence_recall(evidence, found))
+                base["tokens"][budget].append(used)
+
+    def summary(d: dict) -> dict:
+        out = {
+            "recall_at": {str(k): round(statistics.mean(v), 3) for k, v in d["recall_at"].items()},
+            "recall_within_tokens": {str(b): round(statistics.mean(v), 3) for b, v in d["recall_within"].items()},
+            "mean_retrieved_tokens": {str(b): round(statistics.mean(v), 1) for b, v in d["tokens"].items()},
+            "latency_ms_p50": round(percentile(d["latency_ms"], 0.5), 2),
+            "latency_ms_p95": round(percentile(d["latency_ms"], 0.95), 2),
+        }
+        if "embed_ms" in d:
+            out["query_embedding_ms_p50"] = round(percentile(d["embed_ms"], 0.5), 2)
+            out["query_embedding_ms_p95"] = round(percentile(d["embed_ms"], 0.95), 2)
+        if "latency_ms_topk" in d:
+            out["latency_ms_topk_p50"] = round(percentile(d["latency_ms_topk"], 0.5), 2)
+            out["latency_ms_topk_p95"] = round(percentile(d["latency_ms_topk"], 0.95), 2)
+        return out
+
+    result = {
+        "dataset": str(args.dataset),
+        "conversations": len(data),
+        "questions": questions,
+        "llm": bool(args.use_llm),
+        "memories": total_memories,
+        "memories_with_provenance": with_provenance,
+        "import_seconds": round(import_seconds, 1),
+        "full_conversation_tokens_mean": round(statistics.mean(full_tokens), 1),
+        "service": summary(ours),
+        "dense_baseline": summary(base),
+        "service_recall_within_1000_by_category": {str(c): round(statistics.mean(v), 3)
+                                                   for c, v in by_category.items() if v},
+        "notes": "service latency: one memory_retrieve_for_users call with a 1,000-token budget over both "
+                 "speakers (query embedding, 4 filtered searches, fusion, rerank, database checks, neighbour "
+                 "expansion); access counting is skipped (in production it is a task after the response).",
+    }
+    _print(result)
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _print(r: dict) -> None:
+    s, b = r["service"], r["dense_baseline"]
+    print(f"\nLoCoMo retrieval: {r['conversations']} conversations, {r['questions']} questions (categories 1-4), "
+          f"{r['memories']} memories ({r['memories_with_provenance']} with a source message), LLM: {r['llm']}")
+    print(f"{'':28}{'service':>12}{'dense baseline':>16}")
+    for k in KS:
+        print(f"{'recall@' + str(k):28}{s['recall_at'][str(k)]:>12.3f}{b['recall_at'][str(k)]:>16.3f}")
+    for budget in BUDGETS:
+        print(f"{'recall within ' + str(budget) + ' tokens':28}{s['recall_within_tokens'][str(budget)]:>12.3f}"
+              f"{b['recall_within_tokens'][str(budget)]:>16.3f}")
+    for budget in BUDGETS:
+        print(f"{'mean tokens (budget ' + str(budget) + ')':28}{s['mean_retrieved_tokens'][str(budget)]:>12.1f}"
+              f"{b['mean_retrieved_tokens'][str(budget)]:>16.1f}")
+    print(f"{'retrieval p50 / p95 (ms)':28}{s['latency_ms_p50']:>6.1f} /{s['latency_ms_p95']:>5.1f}"
+          f"{b['latency_ms_p50']:>9.1f} /{b['latency_ms_p95']:>5.1f}")
+    print(f"{'query embedding alone p50/p95':28}{s['query_embedding_ms_p50']:>6.1f} /{s['query_embedding_ms_p95']:>5.1f}")
+    print(f"full conversation: {r['full_conversation_tokens_mean']:.0f} tokens on average; "
+          f"recall within 1,000 tokens by category: {r['service_recall_within_1000_by_category']}")
+
+
+if __name__ == "__main__":
+    main()

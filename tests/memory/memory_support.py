@@ -1,0 +1,48 @@
+"""Helpers for the extraction and retrieval tests: one conversation recorded through the sessions services and
+extracted through the pipeline, and a look at everything each store holds."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from memory.models import MemoryEvent, MemoryRecord
+from memory.vector_store import Scope, get_vector_store
+
+MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+
+
+def record_turns(tenant, user, turns, *, start=MAY_8, extract=True, title=""):
+    """turns: [(role, text)] → the stored messages of a new session (closed afterwards is up to the caller)."""
+    from memory.extraction.pipeline import memory_extract
+    from sessions.services import NewMessage, messages_append, session_open
+
+    session, _ = session_open(tenant=tenant, user=user, title=title, opened_at=start)
+    items = [NewMessage(role=role, content=text, created_at=start + timedelta(seconds=30 * i),
+                        name="" if role == "user" else "assistant")
+             for i, (role, text) in enumerate(turns)]
+    messages = messages_append(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
+    if extract:
+        for m in messages:
+            memory_extract(message_id=m.pk)
+    return session, messages
+
+
+def points_of(tenant, user=None) -> dict:
+    store = get_vector_store()
+    scope = Scope(tenant_id=str(tenant.pk), user_id=str(user.pk) if user else None)
+    out, offset = {}, None
+    while True:
+        hits, offset = store.scroll(scope, limit=256, offset=offset)
+        out.update({h.memory_id: h.payload for h in hits})
+        if offset is None:
+            return out
+
+
+def everything_stored(tenant) -> str:
+    """Every text the memory app keeps for a tenant (rows, history, point payloads), as one string to search."""
+    parts = []
+    for r in MemoryRecord.objects.filter(tenant=tenant):
+        parts += [r.text, r.subject, r.value, repr(r.metadata)]
+    for e in MemoryEvent.objects.filter(tenant=tenant):
+        parts += [repr(e.before), repr(e.after), e.note]
+    parts += [repr(p) for p in points_of(tenant).values()]
+    return "\n".join(parts)
