@@ -41,7 +41,8 @@ class LocalEmbedder:
         if not texts:
             return []
         with self._lock:  # torch's CPU kernels are not re-entrant-friendly across threads
-            vecs = self._model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+            vecs = self._model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
+                                      show_progress_bar=False)
         return vecs.tolist()
 
 
