@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from infra.errors import Conflict, LLMNotConfigured
 from infra.llm import llm_configured
+from infra.openapi import ErrorBody
 from infra.serializer_fields import StrictCharField
 from sessions.models import Session
 from sessions.selectors import access_session
@@ -18,7 +19,7 @@ from .turns import turn_run
 MAX_STEPS_CAP = 20
 
 
-class RetrievedMemoryOutput(serializers.Serializer):
+class TurnMemoryOutput(serializers.Serializer):
     memory_id = serializers.CharField()
     kind = serializers.CharField()
     text = serializers.CharField()
@@ -30,7 +31,7 @@ class RetrievedMemoryOutput(serializers.Serializer):
     source_message_id = serializers.CharField(allow_null=True)
 
 
-class ToolCallOutput(serializers.Serializer):
+class TurnToolCallOutput(serializers.Serializer):
     id = serializers.CharField()
     name = serializers.CharField()
     arguments = serializers.JSONField(allow_null=True)
@@ -45,8 +46,8 @@ class TurnOutput(serializers.Serializer):
     reply = serializers.CharField()
     stop_reason = serializers.CharField()
     steps = serializers.IntegerField(source="loop.steps")
-    tool_calls = ToolCallOutput(source="loop.tool_calls", many=True)
-    memories = RetrievedMemoryOutput(many=True)
+    tool_calls = TurnToolCallOutput(source="loop.tool_calls", many=True)
+    memories = TurnMemoryOutput(many=True)
     breakdown = serializers.DictField(child=serializers.IntegerField())
     total_tokens = serializers.IntegerField()
     budget = serializers.IntegerField(allow_null=True)
@@ -64,7 +65,10 @@ class TurnCreateApi(APIView):
                 raise serializers.ValidationError("The input is empty.")
             return value
 
-    @extend_schema(request=Input, responses={200: TurnOutput}, operation_id="sessions_turns_create",
+    @extend_schema(request=Input, operation_id="sessions_turns_create",
+                   responses={200: TurnOutput,
+                              409: OpenApiResponse(ErrorBody, description="The session is closed."),
+                              502: OpenApiResponse(ErrorBody, description="The LLM refused the request.")},
                    description="Assistant mode: record the input, run the model with memory tools, record and return "
                                "its answer with the memories it used. 503 `llm_not_configured` without an LLM.")
     def post(self, request, session_id):
