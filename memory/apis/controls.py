@@ -20,7 +20,7 @@ from ..models import MemoryEvent, MemoryKind, MemoryStatus
 END_USER = MemoryEvent.Actor.END_USER
 
 
-class ProvenanceOutput(serializers.Serializer):
+class MemoryProvenanceOutput(serializers.Serializer):
     source_type = serializers.CharField()
     session_id = serializers.UUIDField(allow_null=True)
     source_message_id = serializers.UUIDField(allow_null=True)
@@ -29,7 +29,7 @@ class ProvenanceOutput(serializers.Serializer):
     extractor_version = serializers.CharField()
 
 
-class MemoryOutput(serializers.Serializer):
+class UserMemoryOutput(serializers.Serializer):
     id = serializers.UUIDField()
     user_id = serializers.UUIDField()
     kind = serializers.CharField()
@@ -46,13 +46,10 @@ class MemoryOutput(serializers.Serializer):
     last_accessed_at = serializers.DateTimeField(allow_null=True)
     access_count = serializers.IntegerField()
     superseded_by = serializers.UUIDField(source="superseded_by_id", allow_null=True)
-    provenance = serializers.SerializerMethodField()
-
-    def get_provenance(self, obj) -> dict:
-        return ProvenanceOutput(obj).data
+    provenance = MemoryProvenanceOutput(source="*")
 
 
-class SourceMessageOutput(serializers.Serializer):
+class MemorySourceMessageOutput(serializers.Serializer):
     id = serializers.UUIDField()
     session_id = serializers.UUIDField()
     seq = serializers.IntegerField()
@@ -62,7 +59,7 @@ class SourceMessageOutput(serializers.Serializer):
     external_id = serializers.CharField(allow_null=True)
 
 
-class EventOutput(serializers.Serializer):
+class MemoryHistoryEventOutput(serializers.Serializer):
     action = serializers.CharField()
     actor_type = serializers.CharField()
     actor_id = serializers.CharField()
@@ -72,9 +69,9 @@ class EventOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
-class MemoryDetailOutput(MemoryOutput):
-    source_message = SourceMessageOutput(allow_null=True)
-    history = EventOutput(many=True)
+class UserMemoryDetailOutput(UserMemoryOutput):
+    source_message = MemorySourceMessageOutput(allow_null=True)
+    history = MemoryHistoryEventOutput(many=True)
 
 
 def _choices(request, name: str, allowed: list[str]) -> list[str] | None:
@@ -90,7 +87,7 @@ def _choices(request, name: str, allowed: list[str]) -> list[str] | None:
 
 def _detail(tenant, record) -> dict:
     record.history = list(controls.memory_history(tenant=tenant, record=record))
-    return MemoryDetailOutput(record).data
+    return UserMemoryDetailOutput(record).data
 
 
 class UserMemoryListApi(APIView):
@@ -98,14 +95,14 @@ class UserMemoryListApi(APIView):
         parameters=[OpenApiParameter("kind", str, description="Comma-separated kinds"),
                     OpenApiParameter("status", str, description="Comma-separated statuses; default all but deleted"),
                     OpenApiParameter("cursor", str), OpenApiParameter("limit", int)],
-        responses={200: MemoryOutput(many=True)}, operation_id="users_memories_list")
+        responses={200: UserMemoryOutput(many=True)}, operation_id="users_memories_list")
     def get(self, request, user_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
         kinds = _choices(request, "kind", MemoryKind.values)
         statuses = _choices(request, "status", MemoryStatus.values)
         qs = controls.memory_list(tenant=tenant, user=user, kinds=kinds, statuses=statuses)
-        return paginate(self, request, qs, MemoryOutput, ordering="-created_at")
+        return paginate(self, request, qs, UserMemoryOutput, ordering="-created_at")
 
     @extend_schema(responses={200: {"type": "object", "properties": {"deleted": {"type": "integer"}}}},
                    operation_id="users_memories_delete_all")
@@ -120,13 +117,13 @@ class UserMemoryDetailApi(APIView):
     class Input(serializers.Serializer):
         text = StrictCharField(max_length=settings.CONTINUUM_MAX_MESSAGE_CHARS, trim_whitespace=True)
 
-    @extend_schema(responses={200: MemoryDetailOutput}, operation_id="users_memories_get")
+    @extend_schema(responses={200: UserMemoryDetailOutput}, operation_id="users_memories_get")
     def get(self, request, user_id, memory_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
         return Response(_detail(tenant, controls.access_memory(tenant=tenant, user=user, memory_id=memory_id)))
 
-    @extend_schema(request=Input, responses={200: MemoryDetailOutput}, operation_id="users_memories_update")
+    @extend_schema(request=Input, responses={200: UserMemoryDetailOutput}, operation_id="users_memories_update")
     def patch(self, request, user_id, memory_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
@@ -156,17 +153,18 @@ class UserMemoryExportApi(APIView):
         return response
 
 
-class UserEraseApi(APIView):
-    class Output(serializers.Serializer):
-        user_id = serializers.UUIDField()
-        memories = serializers.IntegerField()
-        events = serializers.IntegerField()
-        sessions = serializers.IntegerField()
-        redis_keys = serializers.IntegerField()
-        vector_scope_deleted = serializers.BooleanField()
+class ErasureOutput(serializers.Serializer):
+    user_id = serializers.UUIDField()
+    memories = serializers.IntegerField()
+    events = serializers.IntegerField()
+    sessions = serializers.IntegerField()
+    redis_keys = serializers.IntegerField()
+    vector_scope_deleted = serializers.BooleanField()
 
-    @extend_schema(request=None, responses={200: Output}, operation_id="users_erase")
+
+class UserEraseApi(APIView):
+    @extend_schema(request=None, responses={200: ErasureOutput}, operation_id="users_erase")
     def post(self, request, user_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
-        return Response(self.Output(user_erase(tenant=tenant, user=user).as_dict()).data)
+        return Response(ErasureOutput(user_erase(tenant=tenant, user=user).as_dict()).data)
