@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 
+import redis
 from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.db import connections
@@ -18,7 +19,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions as drf
 
-from infra.errors import AppError, LLMNotConfigured, PayloadTooLarge
+from infra.errors import AppError, LLMNotConfigured, PayloadTooLarge, ServiceUnavailable
 from infra.llm import llm_configured
 from tenants.authentication import tenant_from_bearer
 
@@ -28,6 +29,7 @@ from .turns import turn_run
 log = logging.getLogger(__name__)
 
 KEEPALIVE_SECONDS = 10.0
+_STORE_DOWN = ServiceUnavailable("Session store is unavailable; retry shortly.", headers={"Retry-After": "5"})
 
 
 def _error(exc: AppError) -> JsonResponse:
@@ -78,6 +80,9 @@ def _start_turn(*, tenant, session, chat: compat.ChatRequest, earlier, loop, que
             post("done", result)
         except AppError as exc:
             post("error", exc)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+            log.warning("session store unavailable during a chat completion", exc_info=True)
+            post("error", _STORE_DOWN)
         except Exception:
             log.exception("chat completion turn failed for session %s", session.pk)
             post("error", AppError("The turn failed unexpectedly.", code="internal_error", status=500))
@@ -136,6 +141,8 @@ async def chat_completions(request):
         session, earlier = await sync_to_async(_prepare)(request, tenant, chat)
     except AppError as exc:
         return _error(exc)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+        return _error(_STORE_DOWN)
     cid = compat.completion_id()
     headers = {"X-Session-Id": str(session.pk)}
     if chat.stream:

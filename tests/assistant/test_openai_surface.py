@@ -297,3 +297,23 @@ def test_models_needs_a_key_and_lists_the_alias(client, alice):
     resp = client.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {alice.plain_key}")
     assert resp.status_code == 200
     assert resp.json()["object"] == "list" and [m["id"] for m in resp.json()["data"]] == ["continuum"]
+
+
+def test_a_model_failure_mid_stream_is_an_error_event_then_done(server, llm, alice):
+    llm.add(httpx.Response(503, json={"error": {"message": "overloaded"}}))
+    with httpx.Client(timeout=30) as http:
+        resp = http.post(f"{server}{URL}", headers={"Authorization": f"Bearer {alice.plain_key}"},
+                         json={"model": "continuum", "stream": True, "user": "ada-7",
+                               "messages": [{"role": "user", "content": "hi"}]})
+    events = [e for e in resp.text.split("\n\n") if e.startswith("data: ")]
+    assert events[-1] == "data: [DONE]"
+    error = json.loads(events[-2][len("data: "):])["error"]
+    assert error["code"] == "llm_unavailable" and error["type"] == "server_error"
+
+
+def test_a_model_failure_without_streaming_is_an_openai_error(server, llm, alice):
+    llm.add(httpx.Response(503, json={"error": {"message": "overloaded"}}))
+    with pytest.raises(openai.InternalServerError) as exc:
+        client_for(server, alice).chat.completions.create(model="continuum", user="ada-8",
+                                                          messages=[{"role": "user", "content": "hi"}])
+    assert exc.value.status_code == 503 and exc.value.body["code"] == "llm_unavailable"
