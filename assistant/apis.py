@@ -58,7 +58,8 @@ class TurnOutput(serializers.Serializer):
 class TurnCreateApi(APIView):
     class Input(serializers.Serializer):
         input = StrictCharField(trim_whitespace=False, max_length=settings.CONTINUUM_MAX_MESSAGE_CHARS)
-        max_steps = serializers.IntegerField(required=False, min_value=1, max_value=MAX_STEPS_CAP, default=None)
+        max_steps = serializers.IntegerField(required=False, min_value=1, max_value=MAX_STEPS_CAP, default=None,
+                                             help_text="Fewer tool steps than the server allows (never more).")
 
         def validate_input(self, value):
             if not value.strip():
