@@ -85,7 +85,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["tenants.authentication.IsTenant"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # drf-spectacular's AutoSchema plus the error envelope, the bearer scheme and unique names (infra/openapi.py).
+    "DEFAULT_SCHEMA_CLASS": "infra.openapi.ContinuumAutoSchema",
     "EXCEPTION_HANDLER": "infra.exception_handler.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
     # Per-tenant requests per minute (Tenant.requests_per_minute), counted in Redis (infra/quotas.py).
