@@ -3,12 +3,13 @@ serialize; every id is checked against the caller's tenant and the user in the p
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from infra.errors import ValidationFailed
+from infra.openapi import ErrorBody, cursor_page
 from infra.pagination import paginate
 from infra.serializer_fields import StrictCharField
 from tenants.selectors import access_end_user
@@ -95,7 +96,7 @@ class UserMemoryListApi(APIView):
         parameters=[OpenApiParameter("kind", str, description="Comma-separated kinds"),
                     OpenApiParameter("status", str, description="Comma-separated statuses; default all but deleted"),
                     OpenApiParameter("cursor", str), OpenApiParameter("limit", int)],
-        responses={200: UserMemoryOutput(many=True)}, operation_id="users_memories_list")
+        responses={200: cursor_page(UserMemoryOutput)}, operation_id="users_memories_list")
     def get(self, request, user_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
@@ -104,7 +105,7 @@ class UserMemoryListApi(APIView):
         qs = controls.memory_list(tenant=tenant, user=user, kinds=kinds, statuses=statuses)
         return paginate(self, request, qs, UserMemoryOutput, ordering="-created_at")
 
-    @extend_schema(responses={200: {"type": "object", "properties": {"deleted": {"type": "integer"}}}},
+    @extend_schema(responses={200: inline_serializer("MemoriesDeletedOutput", {"deleted": serializers.IntegerField()})},
                    operation_id="users_memories_delete_all")
     def delete(self, request, user_id):
         tenant = request.user.tenant
@@ -123,7 +124,9 @@ class UserMemoryDetailApi(APIView):
         user = access_end_user(tenant=tenant, user_id=user_id)
         return Response(_detail(tenant, controls.access_memory(tenant=tenant, user=user, memory_id=memory_id)))
 
-    @extend_schema(request=Input, responses={200: UserMemoryDetailOutput}, operation_id="users_memories_update")
+    @extend_schema(request=Input, operation_id="users_memories_update", responses={
+        200: UserMemoryDetailOutput,
+        409: OpenApiResponse(ErrorBody, description="The memory is deleted and cannot be edited.")})
     def patch(self, request, user_id, memory_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
