@@ -2,15 +2,26 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from infra.errors import ValidationFailed
 
 from .composer import context_compose
 from .links import link_list
 from .models import BridgeSummary
 from .selectors import access_session
+
+
+def _only_params(request, allowed: set[str]) -> None:
+    """Strict query strings: an unknown or repeated parameter is a client error, not silently ignored."""
+    unknown = sorted(set(request.query_params) - allowed)
+    repeated = sorted(k for k in request.query_params if len(request.query_params.getlist(k)) > 1)
+    if unknown or repeated:
+        raise ValidationFailed("Unknown or repeated query parameters.", code="invalid_query",
+                               details={"unknown": unknown, "repeated": repeated})
 
 
 class MemoryOutput(serializers.Serializer):
@@ -51,10 +62,11 @@ class SessionContextApi(APIView):
         budget = serializers.IntegerField(required=False, min_value=256, max_value=1_000_000, default=None,
                                           allow_null=True)
 
-    @extend_schema(parameters=[OpenApiParameter("input", str, description="The new user input (may be empty)."),
-                               OpenApiParameter("budget", int, description="Total token budget (default from settings).")],
-                   responses={200: ContextOutput}, operation_id="sessions_context")
+    @extend_schema(parameters=[Input], responses={200: ContextOutput}, operation_id="sessions_context",
+                   description="The composed context for the session's next turn (input: the new user input, may "
+                               "be empty; budget: total tokens, default from settings).")
     def get(self, request, session_id):
+        _only_params(request, {"input", "budget"})
         data = self.Input(data=request.query_params)
         data.is_valid(raise_exception=True)
         tenant = request.user.tenant
@@ -77,9 +89,14 @@ class LinkOutput(serializers.Serializer):
     bridge = serializers.DictField(allow_null=True)
 
 
+class LinksOutput(serializers.Serializer):
+    links = LinkOutput(many=True)
+
+
 class SessionLinksApi(APIView):
-    @extend_schema(responses={200: LinkOutput(many=True)}, operation_id="sessions_links")
+    @extend_schema(responses={200: LinksOutput}, operation_id="sessions_links")
     def get(self, request, session_id):
+        _only_params(request, set())
         tenant = request.user.tenant
         session = access_session(tenant=tenant, session_id=session_id)
         links = list(link_list(tenant=tenant, session=session))
@@ -94,4 +111,4 @@ class SessionLinksApi(APIView):
             rows.append({"kind": link.kind, "direction": "out" if out else "in", "session_id": sid,
                          "score": link.score, "created_at": link.created_at,
                          "bridge": {"text": b.text, "goal": b.goal, "method": b.method} if b else None})
-        return Response({"links": LinkOutput(rows, many=True).data})
+        return Response(LinksOutput({"links": rows}).data)

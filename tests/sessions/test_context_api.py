@@ -47,6 +47,13 @@ def test_context_validation_is_400(alice_client, alice_session, params):
     assert set(r.json()["error"]) == {"code", "message", "details"}
 
 
+def test_unknown_or_repeated_query_parameters_are_400(alice_client, alice_session):
+    assert alice_client.get(url(alice_session.pk, input="hi", mystery="1")).status_code == 400
+    r = alice_client.get(f"/api/v1/sessions/{alice_session.pk}/context?input=a&input=b")
+    assert r.status_code == 400 and r.json()["error"]["details"]["repeated"] == ["input"]
+    assert alice_client.get(f"/api/v1/sessions/{alice_session.pk}/links?x=1").status_code == 400
+
+
 def test_context_ownership(alice_session, bob_client):
     assert bob_client.get(url(alice_session.pk, input="hi")).status_code == 404
     assert bob_client.get(url("not-a-uuid")).status_code == 404
