@@ -99,8 +99,8 @@ def count_message_tokens(messages: list[dict]) -> int:
 # --- rendering, each within a token limit ----------------------------------------------------------------------
 
 
-def _fit(header: str, items: list[str], limit: int, *, footer: str = "", newest_first: bool = False,
-         min_items: int = 0) -> tuple[str, list[int]]:
+def _fit(header: str, items: list[str], limit: int, *, footer: str = "",
+         newest_first: bool = False) -> tuple[str, list[int]]:
     """header + as many items as fit (+ footer) within limit tokens; returns the text and the kept indexes.
 
     Items are taken in order (or newest first, then shown in order); the first that does not fit is cut
@@ -123,7 +123,7 @@ def _fit(header: str, items: list[str], limit: int, *, footer: str = "", newest_
         if room >= 12:
             kept[i] = truncate_to_tokens(items[i], room - 1)
         break
-    if len(kept) < max(min_items, 1):
+    if not kept:
         return "", []
 
     def text_of(keys) -> str:
@@ -141,7 +141,7 @@ def _fit(header: str, items: list[str], limit: int, *, footer: str = "", newest_
 def _render_bridges(bridges: list[LinkedBridge], limit: int) -> str:
     items = []
     for b in bridges:
-        when = f", closed {b.closed_at:%-d %b %Y}" if b.closed_at else ""
+        when = f", closed {b.closed_at.day} {b.closed_at:%b %Y}" if b.closed_at else ""
         items.append(f"- From the {_KIND_LABEL.get(b.kind, 'linked session')}{when}: {b.text}")
     return _fit("## Where earlier sessions left off", items, limit)[0]
 

@@ -7,10 +7,12 @@ import httpx
 import pytest
 import respx
 
+from infra.redis_client import Keys, get_redis
 from sessions.anchors import anchor_plan, anchors_fold, extractive_summary, sentence_score
 from sessions.buffer import buffer_get
 from sessions.models import SummaryAnchor
 from sessions.services import NewMessage, messages_append
+from sessions.tasks import anchor_fold_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -122,10 +124,15 @@ def test_abstractive_anchor_with_an_llm(alice, alice_session, settings):
     # With an LLM the append only queues the fold (the broker is real but no worker runs here) ...
     converse(alice, alice_session, USER_TURNS)
     assert not SummaryAnchor.objects.filter(session=alice_session).exists()
-    # ... and the task's service folds abstractively.
-    made = anchors_fold(**ids(alice_session))
+    queued = Keys.lock(alice.pk, f"anchor-queued:{alice_session.pk}")
+    assert get_redis().exists(queued)  # queued once, not once per append
+    # ... and the task folds abstractively (run here in-process; JSON round trip of its argument).
+    assert anchor_fold_task.apply(args=json.loads(json.dumps([str(alice_session.pk)]))).get() == 1
+    made = list(SummaryAnchor.objects.filter(session=alice_session))
     assert len(made) == 1 and made[0].method == "abstractive"
     assert made[0].text.startswith("User flies SFO to NYC") and "Delta 7am" in made[0].text
+    assert not get_redis().exists(queued)
+    assert buffer_get(**ids(alice_session)).anchors[0]["method"] == "abstractive"
     body = json.loads(route.calls[0].request.content)
     assert body["response_format"]["type"] == "json_schema"
     assert "SFO" in body["messages"][1]["content"]
