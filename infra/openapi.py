@@ -5,7 +5,8 @@ import functools
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import inline_serializer
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, inline_serializer
 from rest_framework import serializers
 
 
@@ -51,15 +52,27 @@ class ContinuumAutoSchema(AutoSchema):
             return qualname.replace(".", "")
         return super().get_serializer_name(serializer, direction)
 
+    def get_override_parameters(self):
+        parameters = list(super().get_override_parameters())
+        responses = self.get_response_serializers()
+        if isinstance(responses, dict) and any(getattr(r, "_cursor_page", False) for r in responses.values()):
+            parameters += [
+                OpenApiParameter("cursor", OpenApiTypes.STR, description="Opaque cursor from `next` or `previous`."),
+                OpenApiParameter("limit", OpenApiTypes.INT, description="Page size, 1 to 200 (default 50)."),
+            ]
+        return parameters
+
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)
         if direction != "response":
             return responses
         errors = dict(_ERRORS)
-        if "{" in self.path:
-            errors["404"] = "No such object for this tenant (missing and not-yours look the same)."
         if self.method in ("POST", "PUT", "PATCH"):
             errors["413"] = "Request body too large."
+        if self.method != "GET":
+            errors["409"] = "Conflicts with the object's state (e.g. writing to a closed session)."
+        if "{" in self.path or "413" in errors:
+            errors["404"] = "No such object for this tenant (missing and not-yours look the same)."
         for code, description in errors.items():
             if code in responses:
                 continue
@@ -83,7 +96,7 @@ class TenantApiKeyScheme(OpenApiAuthenticationExtension):
 def cursor_page(serializer_class, *, name: str | None = None):
     """The documented shape of infra.pagination.paginate's response around serializer_class (one component per class)."""
     base = name or serializer_class.__qualname__.replace(".", "")
-    return inline_serializer(
+    page = inline_serializer(
         name=f"{base}Page",
         fields={
             "next": serializers.URLField(allow_null=True),
@@ -91,3 +104,5 @@ def cursor_page(serializer_class, *, name: str | None = None):
             "results": serializer_class(many=True),
         },
     )
+    page._cursor_page = True  # the schema adds the cursor and limit query parameters
+    return page

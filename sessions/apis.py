@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from infra.openapi import cursor_page
 from infra.pagination import paginate
 from infra.serializer_fields import StrictCharField
 from tenants.selectors import access_end_user
@@ -62,7 +63,8 @@ class SessionOpenApi(APIView):
 
 
 class UserSessionListApi(APIView):
-    @extend_schema(responses={200: SessionOutput(many=True)}, operation_id="users_sessions_list")
+    @extend_schema(responses={200: cursor_page(SessionOutput)}, operation_id="users_sessions_list",
+                   parameters=[OpenApiParameter("state", str, enum=["open", "closed"])])
     def get(self, request, user_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
@@ -104,7 +106,8 @@ class MessageBatchInput(serializers.Serializer):
 
 
 class SessionMessagesApi(APIView):
-    @extend_schema(request=MessageBatchInput, responses={201: MessageOutput(many=True)}, operation_id="messages_append",
+    @extend_schema(request=MessageBatchInput, operation_id="messages_append",
+                   responses={201: inline_serializer("MessagesAppended", {"messages": MessageOutput(many=True)})},
                    description="Append one message (a MessageInput object) or a batch ({\"messages\": [...]}), atomically.")
     def post(self, request, session_id):
         body = request.data
@@ -120,7 +123,7 @@ class SessionMessagesApi(APIView):
                                items=[NewMessage(**item) for item in items])
         return Response({"messages": MessageOutput(rows, many=True).data}, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: MessageOutput(many=True)}, operation_id="messages_list")
+    @extend_schema(responses={200: cursor_page(MessageOutput)}, operation_id="messages_list")
     def get(self, request, session_id):
         tenant = request.user.tenant
         session = access_session(tenant=tenant, session_id=session_id)

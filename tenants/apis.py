@@ -6,6 +6,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from infra.openapi import cursor_page
 from infra.pagination import paginate
 from infra.serializer_fields import StrictCharField
 
@@ -34,7 +35,7 @@ class UserListCreateApi(APIView):
         user = end_user_create(tenant=request.user.tenant, **data.validated_data)
         return Response(EndUserOutput(user).data, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: EndUserOutput(many=True)}, operation_id="users_list")
+    @extend_schema(responses={200: cursor_page(EndUserOutput)}, operation_id="users_list")
     def get(self, request):
         return paginate(self, request, end_user_list(tenant=request.user.tenant), EndUserOutput, ordering="created_at")
 
