@@ -213,8 +213,9 @@ def main(argv=None) -> dict:
         users = list(users_by_sample[sample["sample_id"]].values())
         turns = [t for _, _, ts in sessions_of(conv) for t in ts]
         lines = [f"{t['speaker']}: {t['text']}" for t in turns]
+        # The whole conversation as a model would be given it: session dates, then "Speaker: text [image]" lines.
         full_tokens.append(sum(count_tokens(f"{date:%d %B %Y}\n") for _, date, _ in sessions_of(conv))
-                           + sum(count_tokens(line) for line in lines))
+                           + sum(count_tokens(f"{t['speaker']}: {turn_content(t)}") for t in turns))
         embedder.caching = True
         matrix = np.array(embedder.embed(lines), dtype=np.float32)
         embedder.caching = False

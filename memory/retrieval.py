@@ -10,7 +10,7 @@ How a query is answered, and why:
 3. Topic locality: turns of a conversation about the matching topic are relevant together, so each candidate
    also gets the mean score of the best candidates of its own session (a session prior).
 4. Small, bounded adjustments for recency, confidence, importance and access count; then one memory per source
-   turn, and the best first until k or the token budget is reached.
+   turn (its event and the facts drawn from it say the same thing), best first until k or the token budget.
 5. With a token budget, the strongest episodic hits are shown with the turns right before and after them (what
    was asked, what was answered) when that still fits: those turns often hold the answer.
 """
@@ -229,8 +229,9 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     if not cands:
         return []
     _fuse(cands)
-    shortlist = sorted(cands.values(), key=lambda c: c.score, reverse=True)[:max(4 * k, 40) if not token_budget
-                                                                             else max(4 * k, 160)]
+    # Enough candidates to fill k (or the budget, at ~10 tokens for the shortest memories) after the checks below.
+    wanted = min(4 * k, token_budget // 10 + 20) if token_budget else 4 * k
+    shortlist = sorted(cands.values(), key=lambda c: c.score, reverse=True)[:max(wanted, 40)]
     # The database is the truth: a row changed since the point was written (deleted, superseded, expired, moved)
     # does not come back, whatever the payload says.
     rows = {str(r["id"]): r for r in MemoryRecord.objects.filter(
@@ -256,7 +257,9 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             break
         primary = str(row["source_message_id"]) if row["source_message_id"] else None
         if primary and primary in shown_turns:
-            continue  # the whole turn is already in the result: its facts would repeat its words
+            # One memory per source turn: a turn's event and the facts drawn from it say the same thing, and a
+            # second one spends tokens on a repeat that a memory of another turn would spend on news.
+            continue
         cost = count_tokens(row["text"])
         if token_budget is not None and used + cost > token_budget:
             continue
@@ -268,7 +271,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
                 turns = []
             cost += sum(count_tokens(t) for _, t in turns)
         sources = [str(s) for s in (row["source_message_ids"] or [])] or ([primary] if primary else [])
-        if row["kind"] == MemoryKind.EVENT and primary:
+        if primary:
             shown_turns.add(primary)
         shown_turns.update(mid for mid, _ in turns)
         used += cost

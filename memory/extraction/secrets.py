@@ -39,17 +39,27 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [
 
 # "password is X", "my pin: 1234", "api key = abc": the label says the value is secret, whatever it looks like.
 _LABELLED = re.compile(
-    r"(?ix)\b(?P<label>pass(?:word|phrase|code)?|pwd|pin(?:\s*code)?|api[\s_-]?key|secret(?:[\s_-]?key)?|"
-    r"access[\s_-]?token|auth(?:entication)?[\s_-]?token|refresh[\s_-]?token|token|client[\s_-]?secret|"
+    r"(?ix)\b(?P<label>password|passphrase|passcode|passwd|pwd|pin(?:\s*code)?|api[\s_-]?key|secret[\s_-]?key|"
+    r"access[\s_-]?token|auth(?:entication)?[\s_-]?token|refresh[\s_-]?token|client[\s_-]?secret|token|secret|"
     r"cvv|cvc|security\s+code|2fa\s+code|otp|one[\s-]time\s+code|recovery\s+code|seed\s+phrase)"
-    r"(?P<sep>\s*(?:is|was|=|:|->|of)?\s*(?:now\s+|set\s+to\s+|still\s+)?[\"'`]?)"
+    r"(?P<sep>\s*(?:(?P<marker>is|was|=|:|->)\s*)?(?:now\s+|set\s+to\s+|still\s+)?[\"'`]?)"
     r"(?P<value>[^\s\"'`,;]{3,})")
+# Weak labels ("token", "secret") name a credential only when the value looks like one.
+_WEAK_LABELS = frozenset({"token", "secret"})
 # A labelled value that is an everyday word is a sentence about passwords, not a password ("my password is weak").
 _NOT_A_VALUE = frozenset("""
 a an the my your our his her their its this that it is was be been being not never always too very so
 weak strong long short expired wrong incorrect correct reset changed same different new old secure safe
 required needed missing forgotten lost stolen hard easy simple complicated there here for to of in on
+out gone up down off over still now just also really somewhere written saved stored manager protected
+and or but with without from by at as if when because which who what where how why yesterday today tomorrow
 """.split())
+
+
+def _looks_like_credential(value: str) -> bool:
+    return len(value) >= 6 and (bool(re.search(r"\d", value)) + bool(re.search(r"[^A-Za-z0-9]", value))
+                                + bool(re.search(r"[a-z]", value) and re.search(r"[A-Z]", value))) >= 1
+
 
 _CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}\b")
@@ -103,7 +113,11 @@ def secrets_redact(text: str) -> Redaction:
 
     def labelled(m: re.Match) -> str:
         value = m.group("value").rstrip(".!?)")
-        if value.lower() in _NOT_A_VALUE or value == REDACTED or REDACTED in value:
+        if value.lower() in _NOT_A_VALUE or REDACTED in value or not value:
+            return m.group(0)
+        weak = m.group("label").lower() in _WEAK_LABELS
+        # Without "is", ":" or "=" only a credential-shaped value counts ("changed my password yesterday" does not).
+        if (weak or not m.group("marker")) and not _looks_like_credential(value):
             return m.group(0)
         kinds.append("password" if m.group("label").lower().startswith(("pass", "pwd", "pin")) else "token")
         return f"{m.group('label')}{m.group('sep')}{REDACTED}" + m.group("value")[len(value):]
