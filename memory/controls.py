@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import re
 
-from django.conf import settings
 from django.db import transaction
 
 from infra import clock
@@ -20,28 +19,23 @@ from .models import MemoryEvent, MemoryRecord, MemoryStatus
 
 Status = MemoryStatus
 Action = MemoryEvent.Action
+# As memory.services allows for a new memory.
+MEMORY_TEXT_MAX_CHARS = 4000
 
 
 def memory_snapshot(record: MemoryRecord) -> dict:
-    """What history keeps of a record before and after a change."""
-    return {
-        "text": record.text,
-        "kind": record.kind,
-        "status": record.status,
-        "confidence": record.confidence,
-        "importance": record.importance,
-        "expires_at": record.expires_at.isoformat() if record.expires_at else None,
-        "superseded_by": str(record.superseded_by_id) if record.superseded_by_id else None,
-    }
+    """What history keeps of a record before and after a change (one shape, defined with the other writes)."""
+    from .services import memory_snapshot as snapshot  # services imports this module: resolved at call time
+
+    return snapshot(record)
 
 
 def memory_history_write(*, record: MemoryRecord, action: str, actor_type: str, actor_id: str = "",
                          before: dict | None = None, after: dict | None = None, note: str = "") -> MemoryEvent:
-    return MemoryEvent.objects.create(
-        tenant_id=record.tenant_id, user_id=record.user_id, memory=record, memory_uuid=record.pk, action=action,
-        actor_type=actor_type, actor_id=str(actor_id or "")[:255], before=before, after=after, note=note[:255],
-        created_at=clock.now(),
-    )
+    from .services import memory_event_record
+
+    return memory_event_record(record=record, action=action, actor_type=actor_type, actor_id=actor_id,
+                               before=before, after=after, note=note)
 
 
 def vector_op_for(record: MemoryRecord) -> str:
@@ -100,15 +94,27 @@ def content_hash_for(text: str) -> str:
     return hashlib.sha256(_normalized(text).encode()).hexdigest()
 
 
-def memory_update_text(*, tenant: Tenant, text: str, actor_type: str, actor_id: str = "", memory_id=None,
-                       memory: MemoryRecord | None = None, user: EndUser | None = None) -> MemoryRecord:
-    """Replace a memory's text; the outbox re-embeds it. Unchanged text writes nothing."""
+def memory_text_clean(text: str) -> str:
+    """An edited text obeys what extraction obeys: not empty, not too long, and no secret is ever stored."""
+    from .extraction.secrets import secrets_redact
+
     text = (text or "").strip()
     if not text:
         raise ValidationFailed("Text must not be empty.", details={"text": ["This field may not be blank."]})
-    if len(text) > settings.CONTINUUM_MAX_MESSAGE_CHARS:
-        raise ValidationFailed(f"Text is longer than {settings.CONTINUUM_MAX_MESSAGE_CHARS} characters.",
+    if len(text) > MEMORY_TEXT_MAX_CHARS:
+        raise ValidationFailed(f"A memory's text is at most {MEMORY_TEXT_MAX_CHARS} characters.",
                                details={"text": ["Too long."]})
+    redaction = secrets_redact(text)
+    if redaction.found and not redaction.text.replace("[redacted]", " ").strip(" .,:;-"):
+        raise ValidationFailed("This text is a secret (credential, token, card or account number) and is not "
+                               "stored.", code="secret_refused")
+    return redaction.text
+
+
+def memory_update_text(*, tenant: Tenant, text: str, actor_type: str, actor_id: str = "", memory_id=None,
+                       memory: MemoryRecord | None = None, user: EndUser | None = None) -> MemoryRecord:
+    """Replace a memory's text; the outbox re-embeds it. Unchanged text writes nothing."""
+    text = memory_text_clean(text)
     with transaction.atomic():
         record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
         if record.status == Status.DELETED:
@@ -285,27 +291,3 @@ def memory_export(*, tenant: Tenant, user: EndUser) -> dict:
         "bridges": [{"session_id": str(sid), "text": b.text, "goal": b.goal, "method": b.method,
                      "created_at": _iso(b.created_at)} for sid, b in bridges.items()],
     }
-
-
-# --- reads for the end user's controls ---------------------------------------------------------------------
-
-def memory_list(*, tenant: Tenant, user: EndUser, kinds: list[str] | None = None,
-                statuses: list[str] | None = None):
-    """A user's memories; without a status filter, everything but deleted ones."""
-    qs = MemoryRecord.objects.filter(tenant=tenant, user=user)
-    if kinds:
-        qs = qs.filter(kind__in=kinds)
-    return qs.filter(status__in=statuses) if statuses else qs.exclude(status=Status.DELETED)
-
-
-def access_memory(*, tenant: Tenant, user: EndUser, memory_id) -> MemoryRecord:
-    """One memory of this tenant's user; one 404 for missing, another tenant's and another user's."""
-    mid = parse_uuid(memory_id, what="memory")
-    record = (MemoryRecord.objects.select_related("source_message").filter(tenant=tenant, user=user, pk=mid).first())
-    if record is None:
-        raise NotFound("Memory not found.")
-    return record
-
-
-def memory_history(*, tenant: Tenant, record: MemoryRecord):
-    return MemoryEvent.objects.filter(tenant=tenant, memory_uuid=record.pk).order_by("created_at", "id")

@@ -2,7 +2,6 @@
 serialize; every id is checked against the caller's tenant and the user in the path."""
 from __future__ import annotations
 
-from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -17,6 +16,7 @@ from tenants.selectors import access_end_user
 from .. import controls
 from ..erasure import user_erase
 from ..models import MemoryEvent, MemoryKind, MemoryStatus
+from ..selectors import access_memory, memory_history, memory_list
 
 END_USER = MemoryEvent.Actor.END_USER
 
@@ -87,7 +87,7 @@ def _choices(request, name: str, allowed: list[str]) -> list[str] | None:
 
 
 def _detail(tenant, record) -> dict:
-    record.history = list(controls.memory_history(tenant=tenant, record=record))
+    record.history = list(memory_history(tenant=tenant, memory_id=record.pk).order_by("created_at", "id"))
     return UserMemoryDetailOutput(record).data
 
 
@@ -101,8 +101,10 @@ class UserMemoryListApi(APIView):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
         kinds = _choices(request, "kind", MemoryKind.values)
-        statuses = _choices(request, "status", MemoryStatus.values)
-        qs = controls.memory_list(tenant=tenant, user=user, kinds=kinds, statuses=statuses)
+        # Deleted memories wait for the forget job; the user sees them only when asking for them.
+        statuses = _choices(request, "status", MemoryStatus.values) or [
+            s for s in MemoryStatus.values if s != MemoryStatus.DELETED]
+        qs = memory_list(tenant=tenant, user=user, kinds=kinds, statuses=statuses)
         return paginate(self, request, qs, UserMemoryOutput, ordering="-created_at")
 
     @extend_schema(responses={200: inline_serializer("MemoriesDeletedOutput", {"deleted": serializers.IntegerField()})},
@@ -116,13 +118,13 @@ class UserMemoryListApi(APIView):
 
 class UserMemoryDetailApi(APIView):
     class Input(serializers.Serializer):
-        text = StrictCharField(max_length=settings.CONTINUUM_MAX_MESSAGE_CHARS, trim_whitespace=True)
+        text = StrictCharField(max_length=controls.MEMORY_TEXT_MAX_CHARS, trim_whitespace=True)
 
     @extend_schema(responses={200: UserMemoryDetailOutput}, operation_id="users_memories_get")
     def get(self, request, user_id, memory_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
-        return Response(_detail(tenant, controls.access_memory(tenant=tenant, user=user, memory_id=memory_id)))
+        return Response(_detail(tenant, access_memory(tenant=tenant, user=user, memory_id=memory_id)))
 
     @extend_schema(request=Input, operation_id="users_memories_update", responses={
         200: UserMemoryDetailOutput,
@@ -130,12 +132,12 @@ class UserMemoryDetailApi(APIView):
     def patch(self, request, user_id, memory_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
-        controls.access_memory(tenant=tenant, user=user, memory_id=memory_id)  # 404 before 400 for others' ids
+        access_memory(tenant=tenant, user=user, memory_id=memory_id)  # 404 before 400 for others' ids
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
         controls.memory_update_text(tenant=tenant, user=user, memory_id=memory_id, text=data.validated_data["text"],
                                     actor_type=END_USER, actor_id=user.external_id)
-        return Response(_detail(tenant, controls.access_memory(tenant=tenant, user=user, memory_id=memory_id)))
+        return Response(_detail(tenant, access_memory(tenant=tenant, user=user, memory_id=memory_id)))
 
     @extend_schema(responses={204: None}, operation_id="users_memories_delete")
     def delete(self, request, user_id, memory_id):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import timedelta
-
 import numpy as np
 from django.conf import settings
 from django.db import transaction
@@ -18,7 +16,7 @@ from django.db.models import Count, Q
 
 from infra import clock
 from infra.embedder import get_embedder
-from infra.errors import ServiceUnavailable
+from infra.errors import ServiceUnavailable, ValidationFailed
 from infra.llm import llm_configured, structured_completion
 from tenants.models import EndUser, Tenant
 
@@ -29,6 +27,8 @@ from .runs import JobResult
 log = logging.getLogger(__name__)
 
 PER_USER_CAP = 500
+# Set on events whose consolidated fact waits for review, so they are not proposed again meanwhile.
+PENDING_MARK = "consolidation_pending"
 # An LLM call sees at most this many events of one cluster.
 LLM_CLUSTER_CAP = 20
 
@@ -105,8 +105,13 @@ def _llm_facts(cluster: list[MemoryRecord]) -> list[tuple[dict, list[MemoryRecor
 
 def fact_from_events(*, tenant: Tenant, text: str, kind: str, confidence: float, source_type: str,
                      event_ids: list, actor_id: str) -> MemoryRecord | None:
-    """Write the fact (or reinforce an identical active one) and supersede the events by it, in one
-    transaction. Returns None, changing nothing, when any event is no longer active (another run won)."""
+    """Write the fact (or reinforce an identical one) and supersede the events by it, in one transaction.
+
+    Returns None, changing nothing, when any event is no longer active (another run won). A fact held for
+    review (an inferred one, where the tenant reviews those) does not displace the events until approved;
+    they are marked so the next pass does not propose it again."""
+    from ..services import memory_create
+
     with transaction.atomic():
         events = list(MemoryRecord.objects.select_for_update().filter(pk__in=event_ids, status=MemoryStatus.ACTIVE)
                       .order_by("created_at", "pk"))
@@ -118,34 +123,34 @@ def fact_from_events(*, tenant: Tenant, text: str, kind: str, confidence: float,
             for mid in [*([str(e.source_message_id)] if e.source_message_id else []), *(e.source_message_ids or [])]:
                 if mid not in sources:
                     sources.append(mid)
-        digest = content_hash_for(text)
         fact = (MemoryRecord.objects.select_for_update()
-                .filter(tenant=tenant, user_id=latest.user_id, kind=kind, status=MemoryStatus.ACTIVE,
-                        content_hash=digest).first())
-        now = clock.now()
+                .filter(tenant=tenant, user_id=latest.user_id, kind=kind, content_hash=content_hash_for(text),
+                        status__in=[MemoryStatus.ACTIVE, MemoryStatus.PENDING_REVIEW]).first())
         if fact is None:
-            ttl = (tenant.memory_ttl_days or {}).get(kind)
-            held = source_type == SourceType.INFERRED and tenant.review_inferred
-            fact = MemoryRecord.objects.create(
-                tenant=tenant, user_id=latest.user_id, kind=kind, text=text, confidence=confidence,
-                importance=max(e.importance for e in events), source_type=source_type,
-                source_message_id=latest.source_message_id, source_message_ids=sources, session_id=latest.session_id,
-                created_at=latest.created_at, status_changed_at=now,
-                status=MemoryStatus.PENDING_REVIEW if held else MemoryStatus.ACTIVE,
-                reinforcement_count=len(events) - 1, extractor="consolidate", content_hash=digest,
-                expires_at=now + timedelta(days=int(ttl)) if ttl else None,
+            fact = memory_create(
+                tenant=tenant, user=latest.user, kind=kind, text=text, source_type=source_type,
+                confidence=confidence, importance=max(e.importance for e in events), session=latest.session,
+                source_message=latest.source_message, actor_type="system", actor_id=actor_id,
+                extractor="consolidate", created_at=latest.created_at,
                 metadata={"consolidated_from": [str(e.pk) for e in events]})
-            memory_history_write(record=fact, action=MemoryEvent.Action.CREATED, actor_type="system",
-                                 actor_id=actor_id, after=memory_snapshot(fact),
-                                 note=f"consolidated from {len(events)} events")
+            fact.reinforcement_count = len(events) - 1
+            fact.source_message_ids = sources
+            fact.save(update_fields=["reinforcement_count", "source_message_ids", "updated_at"])
         else:
             before = memory_snapshot(fact)
             fact.reinforcement_count += len(events)
-            fact.source_message_ids = [*fact.source_message_ids, *(s for s in sources if s not in fact.source_message_ids)]
+            fact.source_message_ids = [*fact.source_message_ids,
+                                       *(s for s in sources if s not in fact.source_message_ids)]
             fact.save(update_fields=["reinforcement_count", "source_message_ids", "updated_at"])
             memory_history_write(record=fact, action=MemoryEvent.Action.REINFORCED, actor_type="system",
                                  actor_id=actor_id, before=before, after=memory_snapshot(fact),
                                  note=f"reinforced by {len(events)} repeated events")
+        if fact.status != MemoryStatus.ACTIVE:
+            for e in events:
+                e.metadata = {**(e.metadata or {}), PENDING_MARK: str(fact.pk)}
+                e.save(update_fields=["metadata", "updated_at"])
+            return fact
+        now = clock.now()
         for e in events:
             before = memory_snapshot(e)
             e.status, e.status_changed_at, e.superseded_by = MemoryStatus.SUPERSEDED, now, fact
@@ -153,7 +158,7 @@ def fact_from_events(*, tenant: Tenant, text: str, kind: str, confidence: float,
             memory_history_write(record=e, action=MemoryEvent.Action.SUPERSEDED, actor_type="system",
                                  actor_id=actor_id, before=before, after=memory_snapshot(e),
                                  note=f"consolidated into {fact.pk}")
-        memory_vectors_enqueue([fact, *events])
+        memory_vectors_enqueue(events)
     return fact
 
 
@@ -173,7 +178,9 @@ def memories_consolidate(*, tenant: Tenant, limit: int, cursor: str | None = Non
             more = True
             break
         events = list(MemoryRecord.objects.filter(tenant=tenant, user=user, kind=MemoryKind.EVENT,
-                                                  status=MemoryStatus.ACTIVE).order_by("-created_at")[:PER_USER_CAP])
+                                                  status=MemoryStatus.ACTIVE)
+                      .exclude(**{f"metadata__{PENDING_MARK}__isnull": False})
+                      .order_by("-created_at")[:PER_USER_CAP])
         stats["examined"] += len(events)
         last_user = user.pk
         plans: list[tuple[dict, list[MemoryRecord]]] = []
@@ -197,11 +204,20 @@ def memories_consolidate(*, tenant: Tenant, limit: int, cursor: str | None = Non
             members = [m for m in members if m.pk not in used]
             if len(members) < 2:
                 continue
-            made = fact_from_events(tenant=tenant, text=fact["text"], kind=fact["kind"],
-                                    confidence=fact["confidence"], source_type=fact["source_type"],
-                                    event_ids=[m.pk for m in members], actor_id="lifecycle.consolidate")
-            if made is not None:
-                used.update(m.pk for m in members)
-                stats["facts"] += 1
+            try:
+                made = fact_from_events(tenant=tenant, text=fact["text"], kind=fact["kind"],
+                                        confidence=fact["confidence"], source_type=fact["source_type"],
+                                        event_ids=[m.pk for m in members], actor_id="lifecycle.consolidate")
+            except ValidationFailed as exc:  # e.g. a proposed fact that is only a secret: never stored
+                log.info("consolidate: fact refused for user %s: %s", user.pk, exc.message)
+                stats["refused"] = stats.get("refused", 0) + 1
+                continue
+            if made is None:
+                continue
+            used.update(m.pk for m in members)
+            stats["facts"] += 1
+            if made.status == MemoryStatus.ACTIVE:
                 stats["events_superseded"] += len(members)
+            else:
+                stats["held_for_review"] = stats.get("held_for_review", 0) + 1
     return JobResult(stats=stats, more=more, cursor=str(last_user) if more and last_user else None)

@@ -153,3 +153,18 @@ def test_restore_of_an_active_memory_is_refused(alice, alice_user):
     m = memory_make(alice, alice_user, "I like tea", expires_at=clock.now() + timedelta(days=3))
     with pytest.raises(Conflict):
         controls.memory_restore(tenant=alice, memory=m, actor_type="staff")
+
+
+def test_an_edit_never_stores_a_secret(alice, alice_user):
+    m = memory_make(alice, alice_user, "My wifi is at home")
+    controls.memory_update_text(tenant=alice, memory=m, actor_type="end_user",
+                                text="The hotel wifi password is Tr0ub4dor&3 in room 12")
+    m.refresh_from_db()
+    assert "Tr0ub4dor" not in m.text and "[redacted]" in m.text
+    assert "Tr0ub4dor" not in str(list(MemoryEvent.objects.values_list("after", flat=True)))
+    assert "Tr0ub4dor" not in points_of(alice, alice_user, [m.pk])[str(m.pk)]["text"]
+    with pytest.raises(ValidationFailed) as exc:
+        controls.memory_update_text(tenant=alice, memory=m, actor_type="end_user", text="sk-proj-abcdefghijklmnop1234")
+    assert exc.value.code == "secret_refused"
+    with pytest.raises(ValidationFailed):
+        controls.memory_update_text(tenant=alice, memory=m, actor_type="end_user", text="x" * 4001)

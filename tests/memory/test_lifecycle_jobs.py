@@ -267,6 +267,36 @@ def test_consolidation_with_an_llm_uses_structured_output(alice, alice_user, set
         "superseded"}
 
 
+def test_an_llm_fact_held_for_review_leaves_the_events_and_is_not_proposed_again(alice, alice_user, settings):
+    import json
+
+    import httpx
+    import respx
+
+    alice.review_inferred = True
+    alice.save()
+    settings.LLM_BASE_URL = "http://llm.test/v1"
+    settings.LLM_MODEL = "test-model"
+    settings.MEMORY_CONSOLIDATE_SIMILARITY = 0.3
+    events = [memory_make(alice, alice_user, t, kind="event") for t in (
+        "Booked a vegetarian meal on the flight", "Asked for vegetarian food at the hotel")]
+    answer = {"facts": [{"text": "The user eats vegetarian food.", "kind": "preference", "event_numbers": [1, 2],
+                         "confidence": 0.7}]}
+    with respx.mock() as mock:
+        route = mock.post("http://llm.test/v1/chat/completions").mock(return_value=httpx.Response(200, json={
+            "id": "x", "object": "chat.completion", "created": 0, "model": "test-model",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": json.dumps(answer)}}]}))
+        (out,) = drain("consolidate", memories_consolidate, alice)
+        (again,) = drain("consolidate", memories_consolidate, alice)
+    assert out["facts"] == 1 and out["held_for_review"] == 1 and out["events_superseded"] == 0
+    assert route.call_count == 1 and again["facts"] == 0
+    fact = MemoryRecord.objects.get(extractor="consolidate")
+    assert (fact.status, fact.source_type) == ("pending_review", "inferred")
+    assert set(MemoryRecord.objects.filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)) == {
+        "active"}
+
+
 # --- compact buffers -----------------------------------------------------------------------------------------
 
 def test_idle_session_buffers_are_compacted(alice, alice_user, settings):
