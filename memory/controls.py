@@ -188,14 +188,31 @@ def memory_restore(*, tenant: Tenant, actor_type: str, actor_id: str = "", memor
                            actor_type=actor_type, actor_id=actor_id, **changes)
 
 
+def _displaced_by(record: MemoryRecord) -> list[MemoryRecord]:
+    """What a memory held for review replaces once approved: the active records it contradicts (same subject,
+    another value) and the events it was consolidated from."""
+    from django.db.models import Q
+
+    cond = Q(pk__in=[str(i) for i in (record.metadata or {}).get("consolidated_from", [])])
+    if record.subject:
+        cond |= Q(subject=record.subject) & ~Q(value=record.value)
+    return list(MemoryRecord.objects.select_for_update()
+                .filter(cond, tenant_id=record.tenant_id, user_id=record.user_id, status=Status.ACTIVE)
+                .exclude(pk=record.pk).order_by("pk"))
+
+
 def memory_approve(*, tenant: Tenant, actor_type: str, actor_id: str = "", memory_id=None,
                    memory: MemoryRecord | None = None, user: EndUser | None = None) -> MemoryRecord:
+    """Make a memory held for review active; what it supersedes (it was held, so did not yet) goes now."""
     with transaction.atomic():
         record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
         if record.status != Status.PENDING_REVIEW:
             raise _refuse(record, "approved")
-        return _transition(record, to=Status.ACTIVE, action=Action.APPROVED, actor_type=actor_type,
-                           actor_id=actor_id)
+        _transition(record, to=Status.ACTIVE, action=Action.APPROVED, actor_type=actor_type, actor_id=actor_id)
+        for old in _displaced_by(record):
+            _transition(old, to=Status.SUPERSEDED, action=Action.SUPERSEDED, actor_type=actor_type,
+                        actor_id=actor_id, note=f"superseded by approved {record.pk}", superseded_by=record)
+        return record
 
 
 def memory_reject(*, tenant: Tenant, actor_type: str, actor_id: str = "", memory_id=None,

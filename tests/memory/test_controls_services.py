@@ -168,3 +168,20 @@ def test_an_edit_never_stores_a_secret(alice, alice_user):
     assert exc.value.code == "secret_refused"
     with pytest.raises(ValidationFailed):
         controls.memory_update_text(tenant=alice, memory=m, actor_type="end_user", text="x" * 4001)
+
+
+def test_approving_a_held_memory_supersedes_what_it_replaces(alice, alice_user):
+    old = memory_make(alice, alice_user, "My home airport is JFK", subject="home airport", value="JFK")
+    other = memory_make(alice, alice_user, "My seat preference is aisle", subject="seat", value="aisle")
+    event = memory_make(alice, alice_user, "Asked for a vegetarian meal", kind="event")
+    held = memory_make(alice, alice_user, "My home airport is Newark", subject="home airport", value="EWR",
+                       source_type="inferred", status="pending_review",
+                       metadata={"consolidated_from": [str(event.pk)]})
+    controls.memory_approve(tenant=alice, memory=held, actor_type="staff", actor_id="rev")
+    rows = {r.pk: r for r in MemoryRecord.objects.all()}
+    assert rows[held.pk].status == "active"
+    assert (rows[old.pk].status, rows[old.pk].superseded_by_id) == ("superseded", held.pk)
+    assert (rows[event.pk].status, rows[event.pk].superseded_by_id) == ("superseded", held.pk)
+    assert rows[other.pk].status == "active"
+    assert points_of(alice, alice_user, [old.pk])[str(old.pk)]["status"] == "superseded"
+    assert _events(old, "superseded")[0].actor_id == "rev"
