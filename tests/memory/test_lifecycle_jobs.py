@@ -118,6 +118,29 @@ def test_an_expired_memory_is_no_longer_retrieved(alice, alice_user):
     assert again["expired"] == 0 and _actions(gone) == ["created", "expired"]
 
 
+def test_after_the_expire_job_retrieval_no_longer_returns_the_memory(alice, alice_user):
+    from memory.retrieval import memory_retrieve
+
+    start = clock.now()
+    m = memory_make(alice, alice_user, "My rental car pickup code is at desk 7",
+                    expires_at=start + timedelta(hours=1))
+
+    def retrieved():
+        hits = memory_retrieve(tenant=alice, user=alice_user, query="rental car pickup desk", k=5)
+        return str(m.pk) in [h.memory_id for h in hits]
+
+    try:
+        assert retrieved()
+        clock.set_now(start + timedelta(hours=2))
+        (out,) = drain("expire", memories_expire, alice)
+        assert out["expired"] == 1 and not retrieved()
+        # Back before the expiry time: still gone, because the record (and its point) now say expired.
+        clock.set_now(start)
+        assert not retrieved()
+    finally:
+        clock.set_now(None)
+
+
 # --- decay ---------------------------------------------------------------------------------------------------
 
 def test_decay_falls_with_idle_time_rises_with_use_and_is_idempotent(alice, alice_user, settings):
