@@ -1,0 +1,185 @@
+"""Retrieval: tenant and user isolation of every search, scroll, count and delete; only active, unexpired
+memories; provenance; neighbour expansion under a budget; access counted off the request path; store down → 503."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from infra import clock
+from infra.errors import ServiceUnavailable
+from memory.models import MemoryRecord
+from memory.retrieval import memory_retrieve, memory_retrieve_for_users, query_build
+from memory.selectors import memory_points_count, memory_points_scroll, memory_points_search
+from memory.services import memory_create, memory_points_delete
+from memory.vector_store import ScopeMissing, set_vector_store
+
+from .memory_support import MAY_8, points_of, record_turns
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CANARY = "canary-7f3a: the vault code word is pineapple"
+
+
+@pytest.fixture
+def world(alice, bob, alice_user):
+    """Alice's user with ordinary memories; canaries for Alice's other user and for Bob's tenant's user."""
+    from tenants.services import end_user_create
+
+    alice.memory_ttl_days = {"event": None, "goal": None}
+    alice.save()
+    other = end_user_create(tenant=alice, external_id="alice-user-2", display_name="Zed")
+    outsider = end_user_create(tenant=bob, external_id="alice-user-1", display_name="Ada")  # same external id
+    record_turns(alice, alice_user, [("user", "I prefer aisle seats on long flights."),
+                                     ("user", "My favourite fruit is pineapple.")])
+    canaries = [memory_create(tenant=alice, user=other, kind="fact", text=CANARY),
+                memory_create(tenant=bob, user=outsider, kind="fact", text=CANARY),
+                memory_create(tenant=bob, user=outsider, kind="preference", text="Ada prefers aisle seats.")]
+    return {"other": other, "outsider": outsider, "canaries": {str(c.pk) for c in canaries}}
+
+
+def test_search_never_returns_another_users_or_tenants_memories(alice, alice_user, world):
+    for query in (CANARY, "vault code word pineapple", "aisle seats", "canary"):
+        found = memory_retrieve(tenant=alice, user=alice_user, query=query, k=50)
+        assert found and not {m.memory_id for m in found} & world["canaries"]
+        assert all(m.user_id == str(alice_user.pk) for m in found)
+        budgeted = memory_retrieve(tenant=alice, user=alice_user, query=query, k=50, token_budget=2000)
+        assert not {m.memory_id for m in budgeted} & world["canaries"]
+
+
+def test_users_of_another_tenant_are_refused_even_when_passed(alice, alice_user, world):
+    found = memory_retrieve_for_users(tenant=alice, users=[alice_user, world["outsider"]], query=CANARY, k=50)
+    assert not {m.memory_id for m in found} & world["canaries"]
+
+
+def test_scroll_count_search_and_delete_are_scoped(alice, bob, alice_user, world):
+    mine = {str(pk) for pk in MemoryRecord.objects.filter(tenant=alice, user=alice_user).values_list("pk", flat=True)}
+    hits, _ = memory_points_scroll(tenant=alice, user=alice_user)
+    assert {h.memory_id for h in hits} == mine
+    assert memory_points_count(tenant=alice, user=alice_user) == len(mine)
+    assert memory_points_count(tenant=bob) == 2
+    assert not {h.memory_id for h in memory_points_search(tenant=alice, user=alice_user, text=CANARY, limit=50)} \
+        & world["canaries"]
+    # Deleting Bob's canary ids through Alice's scope deletes nothing.
+    memory_points_delete(tenant=alice, user=alice_user, memory_ids=list(world["canaries"]))
+    assert memory_points_count(tenant=bob) == 2
+    assert memory_points_count(tenant=alice, user=world["other"]) == 1
+    memory_points_delete(tenant=alice, user=alice_user, memory_ids=sorted(mine)[:1])
+    assert memory_points_count(tenant=alice, user=alice_user) == len(mine) - 1
+
+
+def test_a_query_without_tenant_raises(alice_user):
+    with pytest.raises(ScopeMissing):
+        memory_points_scroll(tenant=None)
+    with pytest.raises(ScopeMissing):
+        memory_points_count(tenant=None)
+    with pytest.raises(ScopeMissing):
+        memory_points_search(tenant=None, user=alice_user, text="aisle")
+    with pytest.raises(ScopeMissing):
+        memory_points_delete(tenant=None, user=None, memory_ids=["x"])
+    with pytest.raises(ScopeMissing):
+        memory_retrieve(tenant=None, user=alice_user, query="aisle")
+
+
+def test_only_active_unexpired_memories_come_back(alice, alice_user):
+    from memory.controls import memory_delete
+
+    kept = memory_create(tenant=alice, user=alice_user, kind="preference", text="Ada prefers aisle seats.")
+    gone = memory_create(tenant=alice, user=alice_user, kind="preference", text="Ada prefers aisle seats near exits.")
+    expired = memory_create(tenant=alice, user=alice_user, kind="goal", text="Ada wants aisle seats on the May trip.",
+                            created_at=clock.now() - timedelta(days=400))
+    pending = memory_create(tenant=alice, user=alice_user, kind="preference", source_type="inferred",
+                            text="Ada probably likes aisle seats by the wing.")
+    MemoryRecord.objects.filter(pk=pending.pk).update(status="pending_review")
+    memory_delete(tenant=alice, memory_id=gone.pk, actor_type="end_user")
+    assert expired.expires_at < clock.now()
+    found = {m.memory_id for m in memory_retrieve(tenant=alice, user=alice_user, query="aisle seats", k=20)}
+    assert found == {str(kept.pk)}
+
+
+def test_superseded_memory_is_not_retrieved(alice, alice_user):
+    record_turns(alice, alice_user, [("user", "I need a flight from SFO to NYC next Tuesday.")], start=clock.now())
+    record_turns(alice, alice_user, [("user", "Change the destination to Newark.")],
+                 start=clock.now() + timedelta(minutes=1))
+    texts = [m.text for m in memory_retrieve(tenant=alice, user=alice_user, query="destination", k=20)]
+    assert "Ada's destination is Newark." in texts and "Ada's destination is NYC." not in texts
+
+
+def test_results_carry_provenance_and_expand_neighbours_within_budget(alice, alice_user):
+    alice.memory_ttl_days = {"event": None, "goal": None}
+    alice.save()
+    session, messages = record_turns(alice, alice_user, [
+        ("assistant", "What did you do at the weekend?"),
+        ("user", "I went hiking on Mount Tamalpais with my sister Sara."),
+        ("assistant", "Nice! How long was the trail?"),
+        ("user", "About 12 miles, it took us six hours."),
+    ])
+    plain = memory_retrieve(tenant=alice, user=alice_user, query="Who did Ada go hiking with?", k=5)
+    assert "hiking" in plain[0].text and "Sara" in plain[0].text
+    assert plain[0].provenance == "you said on 8 May 2023 (session 1)"
+    assert plain[0].neighbours == []  # no budget, no expansion
+    top = memory_retrieve(tenant=alice, user=alice_user, query="Who did Ada go hiking with?", k=5, token_budget=500)
+    event = next(m for m in top if m.kind == "event" and "hiking" in m.text)
+    # Neighbours are shown as their informative part (the "Nice!" filler goes).
+    assert event.neighbours == ["assistant: What did you do at the weekend?", "assistant: How long was the trail?"]
+    assert event.neighbour_message_ids == [str(messages[0].pk), str(messages[2].pk)]
+    assert sum(m.token_count for m in top) <= 500
+    tight = memory_retrieve(tenant=alice, user=alice_user, query="Who did Ada go hiking with?", k=5, token_budget=20)
+    assert sum(m.token_count for m in tight) <= 20 and all(not m.neighbours for m in tight)
+
+
+def test_token_budget_is_never_exceeded(alice, alice_user):
+    alice.memory_ttl_days = {"event": None}
+    alice.save()
+    record_turns(alice, alice_user, [("user", f"On day {i} I walked {i} miles along the river with my dog Rex.")
+                                     for i in range(1, 15)])
+    assert not memory_retrieve(tenant=alice, user=alice_user, query="walks with Rex", k=50, token_budget=5)
+    for budget in (30, 60, 100, 300):
+        found = memory_retrieve(tenant=alice, user=alice_user, query="walks with Rex", k=50, token_budget=budget)
+        assert found and sum(m.token_count for m in found) <= budget
+
+
+def test_access_is_counted_after_the_response(alice, alice_user, settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    kept = memory_create(tenant=alice, user=alice_user, kind="preference", text="Ada prefers aisle seats.")
+    memory_retrieve(tenant=alice, user=alice_user, query="aisle seats", k=5)
+    memory_retrieve(tenant=alice, user=alice_user, query="aisle seats", k=5)
+    kept.refresh_from_db()
+    assert kept.access_count == 2 and kept.last_accessed_at is not None
+
+
+def test_store_down_raises_service_unavailable(alice, alice_user):
+    memory_create(tenant=alice, user=alice_user, kind="preference", text="Ada prefers aisle seats.")
+
+    class DownStore:
+        backend_name = "down"
+
+        def search(self, *args, **kwargs):
+            raise ConnectionError("connection refused")
+
+    set_vector_store(DownStore())
+    try:
+        with pytest.raises(ServiceUnavailable):
+            memory_retrieve(tenant=alice, user=alice_user, query="aisle seats")
+    finally:
+        set_vector_store(None)
+
+
+def test_query_is_input_plus_goal():
+    assert query_build(query="which seat?", goal="Book a flight to Newark") == "which seat?\nBook a flight to Newark"
+    assert query_build(query="book a flight to newark now", goal="Book a flight to Newark") == \
+        "book a flight to newark now"
+
+
+def test_events_of_old_sessions_keep_their_dates_and_session_numbers(alice, alice_user):
+    alice.memory_ttl_days = {"event": None}
+    alice.save()
+    from sessions.services import session_close
+
+    s1, _ = record_turns(alice, alice_user, [("user", "I adopted a cat called Miso.")])
+    session_close(tenant=alice, session_id=s1.pk)
+    record_turns(alice, alice_user, [("user", "Miso learned to open the fridge door.")], start=MAY_8 + timedelta(days=30))
+    found = {m.text: m.provenance for m in memory_retrieve(tenant=alice, user=alice_user, query="Miso the cat", k=5)}
+    assert found["Ada: I adopted a cat called Miso."] == "you said on 8 May 2023 (session 1)"
+    assert found["Ada: Miso learned to open the fridge door."] == "you said on 7 June 2023 (session 2)"
+    assert set(points_of(alice, alice_user))
