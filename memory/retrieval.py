@@ -16,6 +16,7 @@ How a query is answered, and why:
 """
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections import defaultdict
@@ -41,6 +42,10 @@ SESSION_PRIOR_TOP = 3  # a session's strength: the mean of its best few candidat
 NEIGHBOUR_MAX_TOKENS = 120  # one neighbouring turn is shown up to this long
 RECENCY_HALF_LIFE_DAYS = 180.0
 WEIGHT_RECENCY, WEIGHT_CONFIDENCE, WEIGHT_IMPORTANCE, WEIGHT_ACCESS = 0.2, 0.3, 0.2, 0.05
+
+
+# A memory's text changes rarely and is read on every turn: count its tokens once per process.
+_tokens = functools.lru_cache(maxsize=65_536)(count_tokens)
 
 
 @dataclass
@@ -168,9 +173,8 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str]) -> dict[str,
     from .extraction.secrets import secrets_redact
 
     sources = {str(r["source_message_id"]): str(r["id"]) for r in rows if r["source_message_id"]}
-    if not sources:
-        return {}
-    positions = list(Message.objects.filter(tenant=tenant, pk__in=list(sources)).values_list("pk", "session_id", "seq"))
+    positions = [(r["source_message_id"], r["source_message__session_id"], r["source_message__seq"]) for r in rows
+                 if r["source_message_id"] and r["source_message__seq"] is not None]
     if not positions:
         return {}
     cond = Q()
@@ -238,7 +242,8 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
         tenant=tenant, user_id__in=user_ids, pk__in=[c.memory_id for c in shortlist], status=MemoryStatus.ACTIVE)
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .values("id", "user_id", "kind", "text", "source_type", "created_at", "session_id", "source_message_id",
-                "source_message_ids", "confidence", "importance", "access_count")}
+                "source_message_ids", "confidence", "importance", "access_count", "source_message__seq",
+                "source_message__session_id")}
     ranked = sorted(((c, rows[c.memory_id]) for c in shortlist if c.memory_id in rows),
                     key=lambda cr: _adjust(cr[0], cr[1], now), reverse=True)
     names = {str(u.pk): (u.display_name or "").strip() or "The user" for u in users}
@@ -260,16 +265,16 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             # One memory per source turn: a turn's event and the facts drawn from it say the same thing, and a
             # second one spends tokens on a repeat that a memory of another turn would spend on news.
             continue
-        cost = count_tokens(row["text"])
+        cost = _tokens(row["text"])
         if token_budget is not None and used + cost > token_budget:
             continue
         turns: list[tuple[str, str]] = []
         if expand and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS and row["kind"] == MemoryKind.EVENT:
             turns = [(mid, t) for mid, t in nearby.get(str(row["id"]), []) if mid not in shown_turns]
-            extra = sum(count_tokens(t) for _, t in turns)
+            extra = sum(_tokens(t) for _, t in turns)
             if used + cost + extra > token_budget:
-                turns = []
-            cost += sum(count_tokens(t) for _, t in turns)
+                turns, extra = [], 0
+            cost += extra
         sources = [str(s) for s in (row["source_message_ids"] or [])] or ([primary] if primary else [])
         if primary:
             shown_turns.add(primary)
