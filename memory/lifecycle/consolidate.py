@@ -12,7 +12,7 @@ import re
 import numpy as np
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 
 from infra import clock
 from infra.embedder import get_embedder
@@ -22,7 +22,7 @@ from tenants.models import EndUser, Tenant
 
 from ..controls import content_hash_for, memory_history_write, memory_snapshot, memory_vectors_enqueue
 from ..models import MemoryEvent, MemoryKind, MemoryRecord, MemoryStatus, SourceType
-from .runs import JobResult
+from .runs import JobResult, UserPass
 
 log = logging.getLogger(__name__)
 
@@ -165,13 +165,18 @@ def fact_from_events(*, tenant: Tenant, text: str, kind: str, confidence: float,
 def memories_consolidate(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:
     min_repeats = max(2, settings.MEMORY_CONSOLIDATE_MIN_REPEATS)
     use_llm = llm_configured()
+    run = UserPass.resume(job="consolidate", tenant=tenant, cursor=cursor)
     users = (EndUser.objects.filter(tenant=tenant)
              .annotate(n=Count("memories", filter=Q(memories__status=MemoryStatus.ACTIVE,
                                                     memories__kind=MemoryKind.EVENT)))
              .filter(n__gte=min_repeats).order_by("pk"))
-    if cursor:
-        users = users.filter(pk__gt=cursor)
-    stats = {"examined": 0, "facts": 0, "events_superseded": 0, "method": "llm" if use_llm else "rules"}
+    if run.since is not None:  # only users with a new or changed event since the last complete pass
+        users = users.filter(Exists(MemoryRecord.objects.filter(
+            user=OuterRef("pk"), kind=MemoryKind.EVENT, status=MemoryStatus.ACTIVE, updated_at__gte=run.since)))
+    if run.after:
+        users = users.filter(pk__gt=run.after)
+    stats = {"examined": 0, "facts": 0, "events_superseded": 0, "method": "llm" if use_llm else "rules",
+             **run.stats()}
     last_user, more = None, False
     for user in users.iterator(chunk_size=100):
         if stats["examined"] >= limit:
@@ -220,4 +225,4 @@ def memories_consolidate(*, tenant: Tenant, limit: int, cursor: str | None = Non
                 stats["events_superseded"] += len(members)
             else:
                 stats["held_for_review"] = stats.get("held_for_review", 0) + 1
-    return JobResult(stats=stats, more=more, cursor=str(last_user) if more and last_user else None)
+    return JobResult(stats=stats, more=more, cursor=run.cursor_after(last_user) if more and last_user else None)

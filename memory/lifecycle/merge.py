@@ -11,7 +11,7 @@ import re
 import numpy as np
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 
 from infra import clock
 from infra.embedder import get_embedder
@@ -19,7 +19,7 @@ from tenants.models import EndUser, Tenant
 
 from ..controls import memory_history_write, memory_snapshot, memory_vectors_enqueue
 from ..models import MemoryEvent, MemoryRecord, MemoryStatus, SourceType
-from .runs import JobResult
+from .runs import JobResult, UserPass
 
 # How many of a user's most recent active memories one pass compares.
 PER_USER_CAP = 1000
@@ -115,12 +115,17 @@ def memories_fold(*, keeper_id, other_ids: list, actor_id: str, note: str) -> in
 
 
 def memories_merge(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:
-    """One pass over users (in id order, after the cursor) until about `limit` memories were compared."""
+    """One bounded run of a pass over users (in id order) until about `limit` memories were compared. A pass
+    visits only users with an active memory changed since the previous complete pass began."""
+    run = UserPass.resume(job="merge", tenant=tenant, cursor=cursor)
     users = (EndUser.objects.filter(tenant=tenant)
              .annotate(n=Count("memories", filter=Q(memories__status=MemoryStatus.ACTIVE))).filter(n__gte=2)
              .order_by("pk"))
-    if cursor:
-        users = users.filter(pk__gt=cursor)
+    if run.since is not None:
+        users = users.filter(Exists(MemoryRecord.objects.filter(user=OuterRef("pk"), status=MemoryStatus.ACTIVE,
+                                                                updated_at__gte=run.since)))
+    if run.after:
+        users = users.filter(pk__gt=run.after)
     compared, merged, clusters_n, last_user, more = 0, 0, 0, None, False
     for user in users.iterator(chunk_size=100):
         if compared >= limit:
@@ -135,5 +140,5 @@ def memories_merge(*, tenant: Tenant, limit: int, cursor: str | None = None) -> 
                                    actor_id="lifecycle.merge", note="merged near-duplicates")
             merged += folded
             clusters_n += 1 if folded else 0
-    return JobResult(stats={"compared": compared, "clusters": clusters_n, "superseded": merged},
-                     more=more, cursor=str(last_user) if more and last_user else None)
+    return JobResult(stats={"compared": compared, "clusters": clusters_n, "superseded": merged, **run.stats()},
+                     more=more, cursor=run.cursor_after(last_user) if more and last_user else None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -50,3 +51,37 @@ def job_run(*, job: str, tenant: Tenant, fn: JobFn, cursor: str | None = None, l
         JobRun.objects.filter(pk=run.pk).update(status="done", finished_at=timezone.now(), stats=stats)
     log.info("job %s for tenant %s: %s", job, tenant.pk, stats)
     return {**base, "run_id": run.pk, **stats, "cursor": result.cursor}
+
+
+# Rows committed a little after a pass began may carry an earlier updated_at; the next pass looks back this far.
+PASS_OVERLAP = timedelta(minutes=5)
+
+
+@dataclass
+class UserPass:
+    """A pass over a tenant's users that only visits users with memories changed since the last complete pass.
+
+    The cursor carries the pass across its bounded runs: "<started>|<since>|<last user id>"."""
+
+    started: datetime
+    since: datetime | None
+    after: str | None = None
+
+    @classmethod
+    def resume(cls, *, job: str, tenant: Tenant, cursor: str | None) -> "UserPass":
+        if cursor and cursor.count("|") == 2:
+            started, since, after = cursor.split("|")
+            return cls(started=datetime.fromisoformat(started),
+                       since=datetime.fromisoformat(since) if since else None, after=after or None)
+        last = (JobRun.objects.filter(job=job, tenant=tenant, status="done", stats__more=False)
+                .order_by("-started_at").first())
+        previous = (last.stats or {}).get("pass_started") if last else None
+        return cls(started=timezone.now(),
+                   since=datetime.fromisoformat(previous) - PASS_OVERLAP if previous else None)
+
+    def cursor_after(self, user_id) -> str:
+        return f"{self.started.isoformat()}|{self.since.isoformat() if self.since else ''}|{user_id}"
+
+    def stats(self) -> dict:
+        return {"pass_started": self.started.isoformat(),
+                "changed_since": self.since.isoformat() if self.since else None}

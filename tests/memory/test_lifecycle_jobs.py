@@ -96,6 +96,25 @@ def test_merge_is_bounded_and_resumes_from_its_cursor(alice, make_tenant):
     assert MemoryRecord.objects.filter(status="active").count() == 3
 
 
+def test_a_merge_pass_visits_only_users_changed_since_the_last_complete_pass(alice, monkeypatch):
+    from memory.lifecycle import runs
+    from tenants.services import end_user_create
+
+    monkeypatch.setattr(runs, "PASS_OVERLAP", timedelta(0))
+
+    quiet, busy = (end_user_create(tenant=alice, external_id=n) for n in ("quiet", "busy"))
+    for u in (quiet, busy):
+        memory_make(alice, u, "I collect vinyl records")
+        memory_make(alice, u, "I live by the sea")
+    (first,) = drain("merge", memories_merge, alice)
+    assert first["compared"] == 4 and first["changed_since"] is None
+    (idle,) = drain("merge", memories_merge, alice)
+    assert idle["compared"] == 0 and idle["changed_since"] is not None
+    memory_make(alice, busy, "I collect vinyl records.")
+    (after,) = drain("merge", memories_merge, alice)
+    assert after["compared"] == 3 and after["superseded"] == 1
+
+
 # --- expire --------------------------------------------------------------------------------------------------
 
 def test_an_expired_memory_is_no_longer_retrieved(alice, alice_user):
