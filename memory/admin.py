@@ -2,6 +2,7 @@
 memory.controls, so every staff change is in the history with the staff actor and reaches Qdrant."""
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import Q
 from django.urls import reverse
@@ -46,6 +47,19 @@ class ExpiredFilter(admin.SimpleListFilter):
         return queryset
 
 
+class MemoryRecordForm(forms.ModelForm):
+    class Meta:
+        model = MemoryRecord
+        fields = ["text"]
+
+    def clean_text(self):
+        """The same rules as any edit (length, secrets), reported on the form instead of after saving."""
+        try:
+            return controls.memory_text_clean(self.cleaned_data.get("text", ""))
+        except AppError as exc:
+            raise forms.ValidationError(exc.message)
+
+
 class MemoryEventInline(admin.TabularInline):
     model = MemoryEvent
     fk_name = "memory"
@@ -64,6 +78,7 @@ class MemoryEventInline(admin.TabularInline):
 
 @admin.register(MemoryRecord)
 class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+    form = MemoryRecordForm
     list_display = ("short_text", "kind", "status", "source_type", "confidence", "user", "tenant", "created_at",
                     "expires_at")
     list_filter = (ScopedTenantFilter, "kind", "status", "source_type", ConfidenceFilter, ExpiredFilter)

@@ -212,6 +212,19 @@ def test_editing_text_in_the_admin_re_embeds_it(alice, alice_user, data):
     assert points_of(alice, alice_user, [m.pk])[str(m.pk)]["text"] == "The user is vegan"
 
 
+def test_an_admin_edit_that_is_only_a_secret_is_refused_on_the_form(alice, data):
+    client = login(staff_for(alice, username="editor"))
+    m = data["active"]
+    url = f"{MEMORY_ADMIN}{m.pk}/change/"
+    form = _change_form(client, url)
+    form["text"] = "sk-proj-abcdefghijklmnop1234"
+    r = client.post(url, form)
+    assert r.status_code == 200 and "is a secret" in r.content.decode()
+    m.refresh_from_db()
+    assert m.text == "The user is vegetarian"
+    assert not MemoryEvent.objects.filter(memory_uuid=m.pk, action="updated").exists()
+
+
 # --- refusals ------------------------------------------------------------------------------------------------
 
 def test_non_staff_and_anonymous_are_refused(alice, data):
