@@ -19,7 +19,7 @@ from infra.llm import llm_configured
 from infra.redis_client import Keys, get_redis
 from sessions.models import Message
 
-from ..models import MemoryKind, SourceType
+from ..models import MemoryKind
 from ..services import decisions_apply, memory_id_for
 from .candidate import Candidate
 from .classify import message_triage
@@ -141,5 +141,3 @@ def session_extract_pending(*, session_id) -> int:
             done += 1
     return done
 
-
-__all__ = ["memory_extract", "session_extract_pending", "candidates_for_message", "ExtractionResult", "SourceType"]

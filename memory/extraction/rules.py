@@ -16,7 +16,11 @@ _MONTH_RE = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july
 
 # Values that describe a mood, not a fact worth a slot ("my day was great").
 _MOOD = frozenset("""good great fine ok okay bad awful terrible amazing awesome busy hectic crazy tough hard rough
-nice cool wonderful lovely fun boring insane wild stressful tiring exhausting perfect so really very pretty""".split())
+nice cool wonderful lovely fun boring insane wild stressful tiring exhausting perfect so really very pretty
+important inspiring special everything such super totally always""".split())
+# A slot name is a short noun phrase; these words mean the regex ran across a clause boundary instead.
+_CLAUSE_WORDS = frozenset("""when while and but so that which who whom whose because if i you we they he she it is was
+were are am be been not also just really very""".split())
 _NOT_SUBJECTS = frozenset("""god goodness bad pleasure point guess thought thoughts opinion take day week weekend
 life heart mind friend friends family kids husband wife pleasure""".split())
 
@@ -99,6 +103,8 @@ def _first_to_third(text: str, who: str) -> str:
     """Rewrite the rest of a statement about oneself: "my seat" → "Ada's seat", "I" → "Ada"."""
     out = re.sub(r"\bmy\b", _possessive(who), text, flags=re.I)
     out = re.sub(r"\bmyself\b", who, out, flags=re.I)
+    out = re.sub(r"\bmine\b", _possessive(who), out)
+    out = re.sub(r"\bme\b", who, out)
     out = re.sub(r"\bI'm\b|\bI am\b", f"{who} is", out)
     return re.sub(r"\bI\b", who, out)
 
@@ -170,7 +176,9 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
         for m in _RX_MY_X_IS_Y.finditer(sentence):
             x, y = _clean(m.group("x")), _clean(m.group("y"))
             first = y.split()[0].lower() if y.split() else ""
-            if not y or first in _MOOD or x.lower() in _NOT_SUBJECTS or x.lower() == "name":
+            words = x.lower().split()
+            if (not y or first in _MOOD or x.lower() in _NOT_SUBJECTS or x.lower() == "name" or len(words) > 4
+                    or any(w in _CLAUSE_WORDS for w in words)):
                 continue
             add(Candidate("fact", f"{_possessive(who)} {x} is {_first_to_third(y, who)}.", subject=subject_normalize(x),
                           value=y, confidence=0.9, importance=0.7))
