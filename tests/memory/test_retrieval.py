@@ -183,3 +183,25 @@ def test_events_of_old_sessions_keep_their_dates_and_session_numbers(alice, alic
     assert found["Ada: I adopted a cat called Miso."] == "you said on 8 May 2023 (session 1)"
     assert found["Ada: Miso learned to open the fridge door."] == "you said on 7 June 2023 (session 2)"
     assert set(points_of(alice, alice_user))
+
+
+def test_llm_rewrites_the_query_when_configured_and_failure_falls_back(alice, alice_user, settings):
+    import json
+
+    import httpx
+    import respx
+
+    settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_MAX_RETRIES = "http://llm.test/v1", "m", 0
+    kept = memory_create(tenant=alice, user=alice_user, kind="preference", text="Ada prefers aisle seats.")
+    answer = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+              "choices": [{"index": 0, "finish_reason": "stop",
+                           "message": {"role": "assistant", "content": json.dumps({"query": "aisle seat preference"})}}]}
+    with respx.mock() as mock:
+        route = mock.post("http://llm.test/v1/chat/completions").mock(
+            side_effect=[httpx.Response(200, json=answer), httpx.ConnectError("down")])
+        first = memory_retrieve(tenant=alice, user=alice_user, query="book it like last time", goal="Flight to Newark")
+        second = memory_retrieve(tenant=alice, user=alice_user, query="which seat?")
+    assert route.call_count == 2
+    sent = json.loads(route.calls[0].request.content)["messages"][1]["content"]
+    assert "book it like last time" in sent and "Flight to Newark" in sent
+    assert first[0].memory_id == str(kept.pk) and second[0].memory_id == str(kept.pk)
