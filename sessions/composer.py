@@ -8,10 +8,11 @@ with the tokenizer over the final messages, so the result never exceeds the budg
 """
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -67,19 +68,53 @@ class TurnContext:
 
 # --- token counting -------------------------------------------------------------------------------------------
 
-_CACHEABLE_CHARS = 4096
+class TokenCounts:
+    """Remembered infra.tokens counts: anchors, state lines and turns recur from one compose to the next.
+
+    Buffer messages arrive with the count taken when they were stored, which is primed here rather than
+    tokenized again. Bounded (least recently used out) and thread-safe.
+    """
+
+    max_entries = 8192
+    max_chars = 4096
+
+    def __init__(self):
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        if len(text) > self.max_chars:
+            return tokenizer.count_tokens(text)
+        with self._lock:
+            n = self._counts.get(text)
+            if n is not None:
+                self._counts.move_to_end(text)
+                return n
+        n = tokenizer.count_tokens(text)
+        self.prime(text, n)
+        return n
+
+    def prime(self, text: str, n: int) -> None:
+        if not text or len(text) > self.max_chars:
+            return
+        with self._lock:
+            self._counts[text] = n
+            self._counts.move_to_end(text)
+            while len(self._counts) > self.max_entries:
+                self._counts.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._counts.clear()
 
 
-@functools.lru_cache(maxsize=8192)
-def _count_cached(text: str) -> int:
-    return tokenizer.count_tokens(text)
+token_counts = TokenCounts()
 
 
 def count_tokens(text: str) -> int:
-    """infra.tokens.count_tokens, remembered: anchors, state lines and turns recur from one compose to the next."""
-    if not text:
-        return 0
-    return _count_cached(text) if len(text) <= _CACHEABLE_CHARS else tokenizer.count_tokens(text)
+    return token_counts.count(text)
 
 
 def _message_cost(m: dict) -> int:
@@ -100,18 +135,19 @@ def count_message_tokens(messages: list[dict]) -> int:
 
 
 def _fit(header: str, items: list[str], limit: int, *, footer: str = "",
-         newest_first: bool = False) -> tuple[str, list[int]]:
-    """header + as many items as fit (+ footer) within limit tokens; returns the text and the kept indexes.
+         newest_first: bool = False) -> tuple[str, list[int], int]:
+    """header + as many items as fit (+ footer) within limit tokens: the text, the kept indexes, its tokens.
 
     Items are taken in order (or newest first, then shown in order); the first that does not fit is cut
-    short when there is room for a useful part of it, and nothing after it is taken.
+    short when there is room for a useful part of it, and nothing after it is taken. The token figure is the
+    sum of the parts (a join can tokenize a little differently; the composer counts the final messages).
     """
     if limit <= 0 or not items:
-        return "", []
-    fixed = count_tokens(header) + (count_tokens(footer) + 1 if footer else 0) + 1
+        return "", [], 0
+    fixed = count_tokens(header) + (count_tokens(footer) + 1 if footer else 0)
     room = limit - fixed
-    if room <= 0:
-        return "", []
+    if room <= 1:
+        return "", [], 0
     order = list(range(len(items)))[::-1] if newest_first else list(range(len(items)))
     kept: dict[int, str] = {}
     for i in order:
@@ -122,36 +158,31 @@ def _fit(header: str, items: list[str], limit: int, *, footer: str = "",
             continue
         if room >= 12:
             kept[i] = truncate_to_tokens(items[i], room - 1)
+            room -= count_tokens(kept[i]) + 1
         break
     if not kept:
-        return "", []
-
-    def text_of(keys) -> str:
-        body = "\n".join(kept[k] for k in sorted(keys))
-        return "\n".join(x for x in (header, body, footer) if x)
-
+        return "", [], 0
     keys = sorted(kept)
-    text = text_of(keys)
-    while count_tokens(text) > limit and keys:  # joins can tokenize a little differently than the parts
-        keys.remove(keys[0] if newest_first else keys[-1])
-        text = text_of(keys) if keys else ""
-    return text, keys
+    text = "\n".join([header, *(kept[k] for k in keys), *([footer] if footer else [])])
+    return text, keys, limit - room
 
 
-def _render_bridges(bridges: list[LinkedBridge], limit: int) -> str:
+def _render_bridges(bridges: list[LinkedBridge], limit: int) -> tuple[str, int]:
     items = []
     for b in bridges:
         when = f", closed {b.closed_at.day} {b.closed_at:%b %Y}" if b.closed_at else ""
         items.append(f"- From the {_KIND_LABEL.get(b.kind, 'linked session')}{when}: {b.text}")
-    return _fit("## Where earlier sessions left off", items, limit)[0]
+    text, _, tokens = _fit("## Where earlier sessions left off", items, limit)
+    return text, tokens
 
 
-def _render_anchors(buf: Buffer, limit: int) -> str:
+def _render_anchors(buf: Buffer, limit: int) -> tuple[str, int]:
     items = [f"- {anchor_label(a.get('first_turn', 0), a.get('last_turn', 0))}: {a['text']}" for a in buf.anchors]
-    return _fit("## Earlier in this session", items, limit, newest_first=True)[0]
+    text, _, tokens = _fit("## Earlier in this session", items, limit, newest_first=True)
+    return text, tokens
 
 
-def _render_state(buf: Buffer, limit: int) -> str:
+def _render_state(buf: Buffer, limit: int) -> tuple[str, int]:
     items = []
     if buf.goal:
         items.append(f"Goal: {buf.goal}")
@@ -163,7 +194,8 @@ def _render_state(buf: Buffer, limit: int) -> str:
     for t in reversed(buf.tools):
         times = f" ×{t['count']}" if int(t.get("count") or 1) > 1 else ""
         items.append(f"Tool: {t['tool']}({t['args']}) → {t['outcome']} [{t['status']}]{times}")
-    return _fit(f"## This session (turn {buf.turns})", items, limit)[0]
+    text, _, tokens = _fit(f"## This session (turn {buf.turns})", items, limit)
+    return text, tokens
 
 
 def _memory_item(m) -> str:
@@ -174,9 +206,9 @@ def _memory_item(m) -> str:
     return item
 
 
-def _render_memories(memories: list, limit: int) -> tuple[str, list]:
-    text, kept = _fit(_MEMORIES_OPEN, [_memory_item(m) for m in memories], limit, footer=_MEMORIES_CLOSE)
-    return text, [memories[i] for i in kept]
+def _render_memories(memories: list, limit: int) -> tuple[str, int, list]:
+    text, kept, tokens = _fit(_MEMORIES_OPEN, [_memory_item(m) for m in memories], limit, footer=_MEMORIES_CLOSE)
+    return text, tokens, [memories[i] for i in kept]
 
 
 def _openai_message(m: dict) -> dict:
@@ -243,6 +275,16 @@ def _render_recent(groups: list[list[dict]], limit: int) -> list[dict]:
 # --- composing -------------------------------------------------------------------------------------------------
 
 
+@dataclass
+class Rendered:
+    """One section as rendered within its limit."""
+
+    text: str = ""
+    tokens: int = 0
+    messages: list = field(default_factory=list)  # recent turns
+    kept: list = field(default_factory=list)  # memories that made it in
+
+
 def _retrieve(*, tenant, session, query: str, goal: str, token_budget: int) -> tuple[list, str]:
     from memory import retrieval
 
@@ -278,6 +320,9 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
                                db_seq=session.message_seq)
 
     recent = list(buf.recent)
+    for m in recent:
+        if m.get("tokens"):  # counted when stored, with the same tokenizer
+            token_counts.prime(m.get("content") or "", int(m["tokens"]))
     echoed = bool(new_input.strip() and recent and recent[-1]["role"] == "user"
                   and recent[-1]["content"].strip() == new_input.strip())
     if echoed:  # the input was already appended; it goes last as the input, not twice
@@ -293,40 +338,38 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
     groups = _turn_groups(recent)
     prompt = settings.CONTINUUM_SYSTEM_PROMPT if system_prompt is None else system_prompt
 
-    def render(section: str, limit: int):
+    def render(section: str, limit: int) -> Rendered:
         limit = max(0, limit)
         if section == "system":
-            return truncate_to_tokens(prompt, limit - tools_tokens) if limit > tools_tokens else ""
+            if limit <= tools_tokens:
+                return Rendered(tokens=tools_tokens)
+            text = prompt if count_tokens(prompt) <= limit - tools_tokens else \
+                truncate_to_tokens(prompt, limit - tools_tokens)
+            return Rendered(text=text, tokens=count_tokens(text) + tools_tokens)
         if section == "bridge":
-            return _render_bridges(bridges, limit)
+            return Rendered(*_render_bridges(bridges, limit))
         if section == "anchors":
-            return _render_anchors(buf, limit)
+            return Rendered(*_render_anchors(buf, limit))
         if section == "state":
-            return _render_state(buf, limit)
+            return Rendered(*_render_state(buf, limit))
         if section == "memories":
-            return _render_memories(memories, limit)
-        return _render_recent(groups, limit)
-
-    def cost(section: str, value) -> int:
-        if section == "recent":
-            return sum(_message_cost(m) for m in value)
-        if section == "memories":
-            value = value[0]
-        return count_tokens(value) + (tools_tokens if section == "system" else 0)
+            text, tokens, kept = _render_memories(memories, limit)
+            return Rendered(text=text, tokens=tokens, kept=kept)
+        chosen = _render_recent(groups, limit)
+        return Rendered(messages=chosen, tokens=sum(_message_cost(m) for m in chosen))
 
     values = {s: render(s, min(plan.caps.get(s, plan.total), plan.total)) for s in SECTIONS}
-    costs = {s: cost(s, values[s]) for s in SECTIONS}
     input_text = new_input
 
     def assemble() -> list[dict]:
-        parts = [values[s][0] if s == "memories" else values[s] for s in _CONTEXT_SECTIONS]
-        system = "\n\n".join(p for p in parts if p)
+        system = "\n\n".join(values[s].text for s in _CONTEXT_SECTIONS if values[s].text)
         msgs = [{"role": "system", "content": system}] if system else []
-        msgs += values["recent"]
+        msgs += values["recent"].messages
         if input_text:
             msgs.append({"role": "user", "content": input_text})
         return msgs
 
+    # The total is counted over the final messages, so the budget holds however the parts tokenize together.
     messages = assemble()
     total = count_message_tokens(messages) + tools_tokens
     for _ in range(12):
@@ -334,17 +377,16 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
             break
         excess = total - plan.total
         for s in reversed(SECTIONS):  # lowest priority shrinks first
-            if costs[s] <= (tools_tokens if s == "system" else 0):
+            if values[s].tokens <= (tools_tokens if s == "system" else 0):
                 continue
             if s == "system" and input_text:
                 # the user's own words go before the system prompt does
                 keep = max(0, count_tokens(input_text) - excess - 1)
                 input_text = truncate_to_tokens(input_text, keep) if keep > 0 else ""
                 break
-            before = costs[s]
-            values[s] = render(s, costs[s] - excess - 1)
-            costs[s] = cost(s, values[s])
-            excess -= before - costs[s]
+            before = values[s].tokens
+            values[s] = render(s, before - excess - 1)
+            excess -= before - values[s].tokens
             if excess <= 0:
                 break
         else:
@@ -354,9 +396,9 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
     if total > plan.total:
         raise ValidationFailed("The token budget is too small for this context.", code="budget_too_small")
 
-    breakdown = {s: costs[s] for s in SECTIONS}
+    breakdown = {s: values[s].tokens for s in SECTIONS}
     breakdown["input"] = _message_cost({"role": "user", "content": input_text}) if input_text else 0
-    return TurnContext(messages=messages, breakdown=breakdown, memories=values["memories"][1],
+    return TurnContext(messages=messages, breakdown=breakdown, memories=values["memories"].kept,
                        total_tokens=total, budget=plan.total, memory_status=memory_status, tools=tools,
-                       first_turn=first_turn, bridges=bridges if values["bridge"] else [], goal=buf.goal,
+                       first_turn=first_turn, bridges=bridges if values["bridge"].text else [], goal=buf.goal,
                        caps=dict(plan.caps))
