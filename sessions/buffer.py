@@ -352,6 +352,19 @@ def _rebuild(ids: _Ids) -> dict:
     return json.loads(raw) if raw else doc
 
 
+def _decoded(ids: _Ids, raw: bytes) -> dict | None:
+    """The stored document; one that cannot be read is dropped (the database rebuilds it)."""
+    try:
+        doc = json.loads(raw)
+        if isinstance(doc, dict):
+            return doc
+    except ValueError:
+        pass
+    log.warning("dropping an unreadable buffer at %s", ids.key)
+    get_redis().delete(ids.key)
+    return None
+
+
 def _db_seq(ids: _Ids) -> int:
     from .models import Session
 
@@ -372,7 +385,9 @@ def buffer_get(*, tenant_id, user_id, session_id, db_seq: int | None = None) -> 
     raw = get_redis().get(ids.key)
     if db_seq is None:
         db_seq = _db_seq(ids)
-    doc = json.loads(raw) if raw else _rebuild(ids)
+    doc = _decoded(ids, raw) if raw else None
+    if doc is None:
+        doc = _rebuild(ids)
     if int(doc.get("seq", 0)) < db_seq:
         # An append reached the database but not Redis (or the key was compacted): catch up.
         rows = _message_rows(ids.session_id, seq__gt=int(doc.get("seq", 0)), seq__lte=db_seq)

@@ -256,6 +256,16 @@ def test_compact_keeps_goal_facts_anchors_and_reloads_turns(alice, alice_session
     assert buffer_compact(tenant_id=alice.pk, user_id=alice_session.user_id, session_id=alice.pk) is None
 
 
+def test_an_unreadable_buffer_is_rebuilt(alice, alice_session):
+    say(alice, alice_session, "I need a flight to Rome.")
+    key = Keys.session_buffer(alice.pk, alice_session.user_id, alice_session.pk)
+    get_redis().set(key, b"\xff not json", ex=60)
+    say(alice, alice_session, "In June.")  # the script cannot read it either: swallowed, the database has it
+    b = buffer_get(**ids(alice_session))
+    assert [m["content"] for m in b.recent] == ["I need a flight to Rome.", "In June."]
+    assert get_redis().pttl(key) > 0
+
+
 def test_buffer_get_refuses_a_session_of_another_tenant(alice_session, bob):
     from infra.errors import NotFound
 
