@@ -203,7 +203,8 @@ def main(argv=None) -> dict:
     total_memories = MemoryRecord.objects.filter(tenant=tenant).count()
 
     ours = {"recall_at": {k: [] for k in KS}, "recall_within": {b: [] for b in BUDGETS},
-            "tokens": {b: [] for b in BUDGETS}, "latency_ms": [], "latency_ms_topk": [], "embed_ms": []}
+            "tokens": {b: [] for b in BUDGETS}, "latency_ms": [], "latency_ms_topk": [], "embed_ms": [],
+            "tokens_with_provenance": {b: [] for b in BUDGETS}}
     base = {"recall_at": {k: [] for k in KS}, "recall_within": {b: [] for b in BUDGETS},
             "tokens": {b: [] for b in BUDGETS}, "latency_ms": []}
     full_tokens, questions = [], 0
@@ -248,6 +249,8 @@ def main(argv=None) -> dict:
                 r = evidence_recall(evidence, found)
                 ours["recall_within"][budget].append(r)
                 ours["tokens"][budget].append(sum(m.token_count for m in got))
+                ours["tokens_with_provenance"][budget].append(
+                    sum(m.token_count + count_tokens(f" ({m.provenance})") for m in got))
                 if budget == 1000:
                     by_category[qa["category"]].append(r)
             # Plain dense baseline: the same embedder over every raw turn.
@@ -275,6 +278,9 @@ def main(argv=None) -> dict:
             "latency_ms_p50": round(percentile(d["latency_ms"], 0.5), 2),
             "latency_ms_p95": round(percentile(d["latency_ms"], 0.95), 2),
         }
+        if "tokens_with_provenance" in d:
+            out["mean_tokens_with_provenance_lines"] = {str(b): round(statistics.mean(v), 1)
+                                                        for b, v in d["tokens_with_provenance"].items()}
         if "embed_ms" in d:
             out["query_embedding_ms_p50"] = round(percentile(d["embed_ms"], 0.5), 2)
             out["query_embedding_ms_p95"] = round(percentile(d["embed_ms"], 0.95), 2)
@@ -319,6 +325,8 @@ def _print(r: dict) -> None:
     for budget in BUDGETS:
         print(f"{'mean tokens (budget ' + str(budget) + ')':28}{s['mean_retrieved_tokens'][str(budget)]:>12.1f}"
               f"{b['mean_retrieved_tokens'][str(budget)]:>16.1f}")
+    print(f"{'  + provenance lines':28}" + "".join(f"{s['mean_tokens_with_provenance_lines'][str(b)]:>8.0f}"
+                                                     for b in BUDGETS) + "  (not counted in the budgets above)")
     print(f"{'retrieval p50 / p95 (ms)':28}{s['latency_ms_p50']:>6.1f} /{s['latency_ms_p95']:>5.1f}"
           f"{b['latency_ms_p50']:>9.1f} /{b['latency_ms_p95']:>5.1f}")
     print(f"{'query embedding alone p50/p95':28}{s['query_embedding_ms_p50']:>6.1f} /{s['query_embedding_ms_p95']:>5.1f}")

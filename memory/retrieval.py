@@ -242,7 +242,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
         tenant=tenant, user_id__in=user_ids, pk__in=[c.memory_id for c in shortlist], status=MemoryStatus.ACTIVE)
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
         .values("id", "user_id", "kind", "text", "source_type", "created_at", "session_id", "source_message_id",
-                "source_message_ids", "confidence", "importance", "access_count", "source_message__seq",
+                "source_message_ids", "confidence", "importance", "access_count", "metadata", "source_message__seq",
                 "source_message__session_id")}
     ranked = sorted(((c, rows[c.memory_id]) for c in shortlist if c.memory_id in rows),
                     key=lambda cr: _adjust(cr[0], cr[1], now), reverse=True)
@@ -250,7 +250,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     expand = expand_neighbours and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     nearby = {}
     if expand:
-        top_events = [r for _, r in ranked if r["kind"] == MemoryKind.EVENT][:settings.MEMORY_NEIGHBOUR_EXPANSION_HITS + 2]
+        top_events = [r for _, r in ranked if r["kind"] == MemoryKind.EVENT][:settings.MEMORY_NEIGHBOUR_EXPANSION_HITS + 1]
         nearby = _neighbours(tenant=tenant, rows=top_events, names=names)
     numbers = session_numbers(tenant=tenant, user_ids=user_ids)
 
@@ -285,7 +285,8 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             memory_id=str(row["id"]), kind=row["kind"], text=row["text"], score=round(_adjust(c, row, now), 4),
             source_type=row["source_type"], created_at=row["created_at"], session_id=sid, source_message_id=primary,
             provenance=provenance_line(source_type=row["source_type"], created_at=row["created_at"],
-                                       session_number=numbers.get(sid) if sid else None),
+                                       session_number=numbers.get(sid) if sid else None,
+                                       dates=(row["metadata"] or {}).get("dates")),
             token_count=cost, neighbours=[t for _, t in turns], user_id=str(row["user_id"]),
             confidence=row["confidence"], source_message_ids=sources, neighbour_message_ids=[mid for mid, _ in turns]))
     if record_access and out:

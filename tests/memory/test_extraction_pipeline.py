@@ -143,7 +143,7 @@ def test_import_keeps_dataset_dates_and_provenance_on_every_memory(alice, alice_
     event = _mine(alice, alice_user, kind="event", text__contains="support group").get()
     assert event.metadata["dates"] == [{"phrase": "yesterday", "date": "2023-05-07"}]
     found = memory_retrieve(tenant=alice, user=alice_user, query="When did Ada go to the support group?")
-    assert found and found[0].provenance == "you said on 8 May 2023 (session 1)"
+    assert found and found[0].provenance == 'you said on 8 May 2023 (session 1); "yesterday" = 7 May 2023'
     assert all(m.provenance.startswith("you said on 8 May 2023") for m in found)
 
 
