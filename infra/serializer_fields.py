@@ -1,5 +1,15 @@
-"""Serializer fields stricter than DRF's defaults (a number is not text)."""
+"""Serializer fields stricter than DRF's defaults (a number is not text; NUL never reaches PostgreSQL)."""
 from rest_framework import serializers
+
+
+def _contains_nul(value) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_contains_nul(k) or _contains_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_contains_nul(v) for v in value)
+    return False
 
 
 class StrictCharField(serializers.CharField):
@@ -9,3 +19,15 @@ class StrictCharField(serializers.CharField):
         if not isinstance(data, str):
             self.fail("not_a_string")
         return super().to_internal_value(data)
+
+
+class JsonObjectField(serializers.DictField):
+    """A JSON object stored in a jsonb column: PostgreSQL cannot hold the NUL character anywhere inside it."""
+
+    default_error_messages = {"null_character": "Null characters are not allowed."}
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if _contains_nul(value):
+            self.fail("null_character")
+        return value

@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from infra.openapi import cursor_page
 from infra.pagination import paginate
-from infra.serializer_fields import StrictCharField
+from infra.serializer_fields import JsonObjectField, StrictCharField
 from tenants.selectors import access_end_user
 
 from .models import Message
@@ -97,7 +97,7 @@ class MessageInput(serializers.Serializer):
     external_id = serializers.CharField(max_length=255, required=False, allow_null=True, default=None)
     created_at = serializers.DateTimeField(required=False, allow_null=True, default=None)
     name = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
-    tool_calls = serializers.ListField(child=serializers.DictField(), required=False, default=list, max_length=64)
+    tool_calls = serializers.ListField(child=JsonObjectField(), required=False, default=list, max_length=64)
     tool_call_id = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
 
 

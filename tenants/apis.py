@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from infra.openapi import cursor_page
 from infra.pagination import paginate
-from infra.serializer_fields import StrictCharField
+from infra.serializer_fields import JsonObjectField, StrictCharField
 
 from .selectors import access_end_user, end_user_list
 from .services import end_user_create, end_user_delete
@@ -26,7 +26,7 @@ class UserListCreateApi(APIView):
     class Input(serializers.Serializer):
         external_id = StrictCharField(max_length=255)
         display_name = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
-        metadata = serializers.DictField(required=False, default=dict)
+        metadata = JsonObjectField(required=False, default=dict)
 
     @extend_schema(request=Input, responses={201: EndUserOutput}, operation_id="users_create")
     def post(self, request):

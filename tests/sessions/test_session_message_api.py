@@ -157,3 +157,9 @@ def test_auth_required(db, path):
     from rest_framework.test import APIClient
 
     assert APIClient().get(path).status_code == 401
+
+
+def test_null_character_in_tool_calls_is_400(alice_client, alice_session):
+    body = {"role": "assistant", "content": "x", "tool_calls": [{"id": "c\x00"}]}
+    r = alice_client.post(f"/api/v1/sessions/{alice_session.id}/messages", body, format="json")
+    assert r.status_code == 400, r.content

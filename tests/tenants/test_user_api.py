@@ -67,3 +67,10 @@ def test_outsider_gets_404_and_empty_list(alice_user, bob_client):
 @pytest.mark.parametrize("bad_id", ["not-a-uuid", "00000000-0000-0000-0000-000000000000", "*", "%20"])
 def test_unknown_ids_are_404(alice_client, bad_id):
     assert alice_client.get(f"/api/v1/users/{bad_id}").status_code == 404
+
+
+@pytest.mark.parametrize("body", [{"external_id": "a\x00b"}, {"external_id": "ok", "metadata": {"k": "v\x00"}},
+                                  {"external_id": "ok", "metadata": {"k\x00": 1}}])
+def test_null_characters_are_400_not_500(alice_client, body):
+    r = alice_client.post("/api/v1/users", body, format="json")
+    assert r.status_code == 400, r.content
