@@ -51,5 +51,9 @@ def structured_completion(*, system: str, user: str, schema_name: str, schema: d
         )
     except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError) as exc:
         raise ServiceUnavailable(f"LLM call failed: {exc.__class__.__name__}", code="llm_unavailable") from exc
+    except openai.APIStatusError as exc:
+        # A 4xx (e.g. the model does not support JSON schemas) will not heal on retry: callers fall back.
+        raise ServiceUnavailable(f"LLM refused the call: HTTP {exc.status_code}", code="llm_rejected",
+                                 retryable=False) from exc
     content = resp.choices[0].message.content or ""
     return json.loads(content)
