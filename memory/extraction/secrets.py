@@ -101,6 +101,14 @@ def _looks_random(token: str) -> bool:
     return classes >= 2 and _entropy(token) >= 4.0 and not token.isdigit()
 
 
+def _card_valid(candidate: str) -> bool:
+    digits = re.sub(r"\D", "", candidate)
+    return 13 <= len(digits) <= 19 and luhn_valid(digits) and len(set(digits)) > 2
+
+
+_CHECKED = [("card_number", _CARD, _card_valid), ("iban", _IBAN, iban_valid), ("opaque_token", _OPAQUE, _looks_random)]
+
+
 def secrets_redact(text: str) -> Redaction:
     """The text with every secret replaced by [redacted], and the kinds found (never the values)."""
     if not text:
@@ -124,30 +132,15 @@ def secrets_redact(text: str) -> Redaction:
 
     out = _LABELLED.sub(labelled, out)
 
-    def card(m: re.Match) -> str:
-        digits = re.sub(r"\D", "", m.group(0))
-        if 13 <= len(digits) <= 19 and luhn_valid(digits) and len(set(digits)) > 2:
-            kinds.append("card_number")
-            return REDACTED
-        return m.group(0)
+    # Shapes that match ordinary numbers and words too: a match is a secret only if its check passes.
+    for kind, pattern, check in _CHECKED:
+        def checked(m: re.Match, kind=kind, check=check) -> str:
+            if check(m.group(0)):
+                kinds.append(kind)
+                return REDACTED
+            return m.group(0)
 
-    out = _CARD.sub(card, out)
-
-    def iban(m: re.Match) -> str:
-        if iban_valid(m.group(0)):
-            kinds.append("iban")
-            return REDACTED
-        return m.group(0)
-
-    out = _IBAN.sub(iban, out)
-
-    def opaque(m: re.Match) -> str:
-        if _looks_random(m.group(0)):
-            kinds.append("opaque_token")
-            return REDACTED
-        return m.group(0)
-
-    out = _OPAQUE.sub(opaque, out)
+        out = pattern.sub(checked, out)
     return Redaction(out, kinds)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from memory.models import MemoryEvent, MemoryRecord
-from memory.vector_store import Scope, get_vector_store
+
+from .lifecycle_support import points_of  # noqa: F401  (re-exported for the extraction and retrieval tests)
 
 MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 
@@ -24,17 +25,6 @@ def record_turns(tenant, user, turns, *, start=MAY_8, extract=True, title=""):
         for m in messages:
             memory_extract(message_id=m.pk)
     return session, messages
-
-
-def points_of(tenant, user=None) -> dict:
-    store = get_vector_store()
-    scope = Scope(tenant_id=str(tenant.pk), user_id=str(user.pk) if user else None)
-    out, offset = {}, None
-    while True:
-        hits, offset = store.scroll(scope, limit=256, offset=offset)
-        out.update({h.memory_id: h.payload for h in hits})
-        if offset is None:
-            return out
 
 
 def everything_stored(tenant) -> str:
