@@ -30,7 +30,11 @@ class LocalEmbedder:
     def __init__(self):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import torch
         from sentence_transformers import SentenceTransformer
+
+        # Short queries gain nothing from more threads, and on a busy host extra threads oversubscribe the cores.
+        torch.set_num_threads(settings.EMBEDDING_THREADS)
 
         self.model_name = settings.EMBEDDING_MODEL
         self._model = SentenceTransformer(_local_model_path(), device="cpu")

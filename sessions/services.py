@@ -108,10 +108,11 @@ def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage], enqu
                                                          .values_list("external_id", flat=True))})
         now = clock.now()
         seq0 = session.message_seq
+        contents = [_redacted(item.content) for item in items]
         rows = [
-            Message(tenant=tenant, session=session, seq=seq0 + i + 1, role=item.role, content=item.content,
+            Message(tenant=tenant, session=session, seq=seq0 + i + 1, role=item.role, content=contents[i],
                     name=item.name or "", external_id=item.external_id, created_at=item.created_at or now,
-                    token_count=count_tokens(item.content), tool_calls=item.tool_calls or [],
+                    token_count=count_tokens(contents[i]), tool_calls=_redacted_calls(item.tool_calls),
                     tool_call_id=item.tool_call_id or "")
             for i, item in enumerate(items)
         ]
@@ -123,6 +124,23 @@ def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage], enqu
         tenant_id, user_id, session_pk = str(tenant.pk), str(session.user_id), str(session.pk)
         transaction.on_commit(lambda: _after_append(tenant_id, user_id, session_pk, ids, enqueue_extraction, rows))
     return rows
+
+
+def _redacted(text: str) -> str:
+    """Secrets never reach a store: messages are kept with credentials, cards and IBANs cut out."""
+    from memory.extraction.secrets import secrets_redact
+
+    return secrets_redact(text).text if text else text
+
+
+def _redacted_calls(tool_calls: list | None) -> list:
+    calls = []
+    for call in tool_calls or []:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+            call = {**call, "function": {**fn, "arguments": _redacted(fn["arguments"])}}
+        calls.append(call)
+    return calls
 
 
 def _after_append(tenant_id: str, user_id: str, session_id: str, message_ids: list[str], enqueue_extraction: bool,

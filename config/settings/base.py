@@ -120,6 +120,7 @@ EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="all-MiniLM-L6-v2")
 EMBEDDING_DIM = env.int("EMBEDDING_DIM", default=384)
 EMBEDDING_BASE_URL = env("EMBEDDING_BASE_URL", default="")
 EMBEDDING_API_KEY = env("EMBEDDING_API_KEY", default="")
+EMBEDDING_THREADS = env.int("EMBEDDING_THREADS", default=1)
 
 # --- LLM (optional: not configured is a valid state) -------------------------
 LLM_BASE_URL = env("LLM_BASE_URL", default="")
@@ -168,7 +169,6 @@ CONTINUUM_LINK_CANDIDATES = env.int("CONTINUUM_LINK_CANDIDATES", default=50)
 # Idle sessions closed per run of the beat job; more are re-enqueued.
 CONTINUUM_IDLE_CLOSE_BATCH = env.int("CONTINUUM_IDLE_CLOSE_BATCH", default=200)
 
-# --- Celery ------------------------------------------------------------------
 # --- Long-term memory: extraction, verification, retrieval (issue 4) ---------
 # Days a memory lives, by kind (None: until deleted). Tenant.memory_ttl_days overrides per kind.
 MEMORY_TTL_DAYS = env.json("MEMORY_TTL_DAYS", default={
@@ -183,6 +183,7 @@ MEMORY_EXTRACTION_LOCK_SECONDS = env.int("MEMORY_EXTRACTION_LOCK_SECONDS", defau
 # With an LLM configured, the retrieval query is also rewritten by it (one fast call per turn).
 MEMORY_QUERY_REWRITE = env.bool("MEMORY_QUERY_REWRITE", default=True)
 
+# --- Celery ------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True

@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from redis import exceptions as redis_errors
 from django.db import transaction
 
 from infra import clock
@@ -127,9 +128,25 @@ def _extract_locked(message: Message, *, allow_llm_failure: bool) -> ExtractionR
             return ExtractionResult(str(message.pk), "already_done")
         results = decisions_apply(tenant=tenant, user=user, decisions=decisions, session=session,
                                   source_message=message, memory_ids=ids) if decisions else []
+    _session_facts_push(message, results)
     status = "done" if candidates else "skipped"
     return ExtractionResult(str(message.pk), status, [outcome for _, outcome in results],
                             [str(r.pk) for r, _ in results if r is not None])
+
+
+def _session_facts_push(message: Message, results) -> None:
+    """New durable facts join the open session's buffer now, not only at its next rebuild."""
+    facts = [{"id": str(r.pk), "text": r.text} for r, _ in results
+             if r is not None and r.kind != MemoryKind.EVENT and r.status == "active"]
+    if not facts or message.session.state != message.session.State.OPEN:
+        return
+    from sessions.buffer import buffer_add_facts
+
+    try:
+        buffer_add_facts(tenant_id=message.tenant_id, user_id=message.session.user_id,
+                         session_id=message.session_id, facts=facts)
+    except redis_errors.RedisError:  # the buffer is disposable: its rebuild reads these rows
+        log.warning("could not push facts of message %s to the session buffer", message.pk)
 
 
 def session_extract_pending(*, session_id) -> int:

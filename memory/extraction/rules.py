@@ -33,6 +33,10 @@ _RX_LIKE = re.compile(
     r"(?P<verb>prefer|like|love|enjoy|adore|hate|dislike|detest|can't stand|cannot stand|don't like|do not like|"
     r"don't want|avoid)\s+(?P<obj>[^.!?;]{2,90})", re.I)
 _RX_HABIT = re.compile(r"\bI\s+(?P<freq>never|always|usually|rarely|often)\s+(?P<obj>[^.!?;]{3,90})", re.I)
+# "I prefer aisle seats, and never United": a second clause whose subject is the speaker left implicit.
+_RX_ELIDED_AVOID = re.compile(r"\bI\b[^.!?;]*?(?:,\s*|\s)(?:and|but)\s+(?:(?:also|definitely|absolutely)\s+)?"
+                              r"(?:never|no)\s+(?P<obj>(?:the\s+|a\s+|an\s+)?[A-Z][\w'’&-]*(?:\s+[A-Z][\w'’&-]*){0,3})",
+                              re.I)
 _RX_GOAL = re.compile(
     r"\bI(?:'m| am)?\s*(?:really\s+)?(?P<verb>need to|want to|would like to|'d like to|wanna|plan to|am planning to|"
     r"'m planning to|planning to|hope to|intend to|am going to|'m going to|have to|am trying to|'m trying to|"
@@ -218,6 +222,12 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             freq = m.group("freq").lower()
             add(Candidate("preference", f"{who} {freq} {_first_to_third(_conjugate_first(obj), who)}.",
                           subject=f"habit: {subject_normalize(obj)}", value=freq, confidence=0.8, importance=0.7))
+        for m in _RX_ELIDED_AVOID.finditer(sentence):
+            obj = _clean(m.group("obj"))
+            if not obj[:1].isupper():  # a name or brand, not "and never mind"
+                continue
+            add(Candidate("preference", f"{who} avoids {obj}.", subject=f"likes: {subject_normalize(obj)}",
+                          value="negative", confidence=0.75, importance=0.7))
         for m in _RX_GOAL.finditer(sentence):
             goal = _object(m.group("g"))
             verb = m.group("verb").lower().replace("'m ", "").replace("am ", "")

@@ -163,3 +163,16 @@ def test_null_character_in_tool_calls_is_400(alice_client, alice_session):
     body = {"role": "assistant", "content": "x", "tool_calls": [{"id": "c\x00"}]}
     r = alice_client.post(f"/api/v1/sessions/{alice_session.id}/messages", body, format="json")
     assert r.status_code == 400, r.content
+
+
+def test_secrets_are_redacted_before_the_message_is_stored(alice_client, alice_session):
+    from sessions.models import Message
+
+    url = f"/api/v1/sessions/{alice_session.id}/messages"
+    card, key = "4539 1488 0343 6467", "sk-proj-a1B2c3D4e5F6g7H8i9J0kLmNoPqR"
+    r = alice_client.post(url, {"role": "user", "content": f"my card is {card} and my key is {key}, ok?"},
+                          format="json")
+    assert r.status_code == 201
+    stored = Message.objects.get(session=alice_session).content
+    assert card not in stored and key not in stored
+    assert "[redacted]" in stored and stored.endswith("ok?")
