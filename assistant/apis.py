@@ -11,24 +11,13 @@ from infra.errors import Conflict, LLMNotConfigured
 from infra.llm import llm_configured
 from infra.openapi import ErrorBody
 from infra.serializer_fields import StrictCharField
+from memory.apis.serializers import RetrievedMemoryOutput
 from sessions.models import Session
 from sessions.selectors import access_session
 
 from .turns import turn_run
 
 MAX_STEPS_CAP = 20
-
-
-class TurnMemoryOutput(serializers.Serializer):
-    memory_id = serializers.CharField()
-    kind = serializers.CharField()
-    text = serializers.CharField()
-    provenance = serializers.CharField()
-    source_type = serializers.CharField()
-    score = serializers.FloatField()
-    created_at = serializers.DateTimeField()
-    session_id = serializers.CharField(allow_null=True)
-    source_message_id = serializers.CharField(allow_null=True)
 
 
 class TurnToolCallOutput(serializers.Serializer):
@@ -47,7 +36,7 @@ class TurnOutput(serializers.Serializer):
     stop_reason = serializers.CharField()
     steps = serializers.IntegerField(source="loop.steps")
     tool_calls = TurnToolCallOutput(source="loop.tool_calls", many=True)
-    memories = TurnMemoryOutput(many=True)
+    memories = RetrievedMemoryOutput(many=True)
     breakdown = serializers.DictField(child=serializers.IntegerField())
     total_tokens = serializers.IntegerField()
     budget = serializers.IntegerField(allow_null=True)

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from infra.errors import ValidationFailed
+from memory.apis.serializers import RetrievedMemoryOutput
 
 from .composer import context_compose
 from .links import link_list
@@ -22,17 +23,6 @@ def _only_params(request, allowed: set[str]) -> None:
     if unknown or repeated:
         raise ValidationFailed("Unknown or repeated query parameters.", code="invalid_query",
                                details={"unknown": unknown, "repeated": repeated})
-
-
-class MemoryOutput(serializers.Serializer):
-    memory_id = serializers.CharField()
-    kind = serializers.CharField()
-    text = serializers.CharField()
-    provenance = serializers.CharField()
-    score = serializers.FloatField()
-    source_type = serializers.CharField()
-    session_id = serializers.CharField(allow_null=True)
-    source_message_id = serializers.CharField(allow_null=True)
 
 
 class BridgeOutput(serializers.Serializer):
@@ -51,7 +41,7 @@ class ContextOutput(serializers.Serializer):
     memory_status = serializers.CharField()
     first_turn = serializers.BooleanField()
     goal = serializers.CharField()
-    memories = MemoryOutput(many=True)
+    memories = RetrievedMemoryOutput(many=True)
     bridges = BridgeOutput(many=True)
 
 

@@ -5,7 +5,6 @@ import os
 import uuid
 
 import pytest
-from django.conf import settings
 from rest_framework.test import APIClient
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -10,6 +10,7 @@ from infra.errors import ValidationFailed
 from tenants.selectors import access_end_user
 
 from ..retrieval import memory_retrieve
+from .serializers import RetrievedMemoryOutput
 
 MAX_K = 50
 MAX_QUERY_CHARS = 2000
@@ -20,21 +21,6 @@ class MemorySearchInput(serializers.Serializer):
     k = serializers.IntegerField(min_value=1, max_value=MAX_K, default=10)
     budget = serializers.IntegerField(min_value=50, max_value=20_000, required=False,
                                       help_text="Token budget; strong episodic hits then come with neighbouring turns.")
-
-
-class RetrievedMemoryOutput(serializers.Serializer):
-    id = serializers.CharField(source="memory_id")
-    kind = serializers.CharField()
-    text = serializers.CharField()
-    score = serializers.FloatField()
-    source_type = serializers.CharField()
-    confidence = serializers.FloatField()
-    created_at = serializers.DateTimeField()
-    session_id = serializers.CharField(allow_null=True)
-    source_message_id = serializers.CharField(allow_null=True)
-    provenance = serializers.CharField()
-    token_count = serializers.IntegerField()
-    neighbours = serializers.ListField(child=serializers.CharField())
 
 
 class MemorySearchOutput(serializers.Serializer):

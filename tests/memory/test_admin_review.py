@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from memory.models import MemoryEvent, MemoryRecord
+from memory.models import MemoryEvent
 from tests.memory.lifecycle_support import memory_make, points_of
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -27,7 +27,7 @@ def test_search_returns_memories_with_provenance(alice_client, alice_user, store
     assert resp.status_code == 200
     body = resp.json()
     assert body["query"] == "which seat do I like?"
-    assert body["results"][0]["id"] == str(stored[0].pk)
+    assert body["results"][0]["memory_id"] == str(stored[0].pk)
     first = body["results"][0]
     assert first["text"] == "Ada prefers aisle seats." and first["provenance"].startswith("you said on ")
     assert {"score", "kind", "source_type", "created_at", "token_count", "neighbours"} <= set(first)

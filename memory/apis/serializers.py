@@ -1,0 +1,17 @@
+"""How a retrieved memory leaves the service, wherever it is shown (search, composed context, turns)."""
+from rest_framework import serializers
+
+
+class RetrievedMemoryOutput(serializers.Serializer):
+    memory_id = serializers.CharField()
+    kind = serializers.CharField()
+    text = serializers.CharField()
+    score = serializers.FloatField()
+    source_type = serializers.CharField()
+    confidence = serializers.FloatField()
+    created_at = serializers.DateTimeField()
+    session_id = serializers.CharField(allow_null=True)
+    source_message_id = serializers.CharField(allow_null=True)
+    provenance = serializers.CharField()
+    token_count = serializers.IntegerField()
+    neighbours = serializers.ListField(child=serializers.CharField())
