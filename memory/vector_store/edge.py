@@ -20,8 +20,8 @@ from qdrant_edge import (CountRequest, Distance, EdgeConfig, EdgeShard, EdgeSpar
 
 from .base import (DENSE, RRF_K, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, VectorStoreError,
                    checked_point_payload, collection_name, hit_from, point_id_for, refuse_scope_change)
-from .filters import scope_filter
-from .sparse import document_sparse, query_sparse
+from .filters import scope_filter, search_plan
+from .sparse import document_sparse
 
 log = logging.getLogger(__name__)
 
@@ -145,12 +145,11 @@ class EdgeVectorStore:
 
         not_expired_at: an epoch time; points whose expires_at is at or before it are left out (None: no check).
         """
-        spec = scope_filter(scope, statuses=statuses, kinds=kinds, not_expired_at=not_expired_at)
-        if dense is not None and len(dense) != self.dim:
-            raise ValueError(f"Query vector has {len(dense)} dimensions; the store holds {self.dim}-d vectors.")
-        sparse = query_sparse(text)
-        if spec.matches_nothing or limit <= 0 or (dense is None and sparse is None):
+        plan = search_plan(scope, dim=self.dim, dense=dense, text=text, limit=limit, kinds=kinds, statuses=statuses,
+                           not_expired_at=not_expired_at)
+        if plan is None:
             return []
+        spec, sparse = plan
         flt = spec.to_edge()
         if dense is not None and sparse is not None:
             fetch = max(limit * self._prefetch_factor, 20)

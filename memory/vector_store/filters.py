@@ -94,3 +94,17 @@ def scope_filter(scope: Scope, *, statuses=None, kinds=None, not_expired_at: flo
         not_expired_at=float(not_expired_at) if not_expired_at is not None else None,
         point_ids=tuple(point_id_for(m) for m in memory_ids) if memory_ids is not None else None,
     )
+
+
+def search_plan(scope: Scope, *, dim: int, dense, text, limit: int, kinds=None, statuses=None,
+                not_expired_at: float | None = None):
+    """What both backends check before a search: (filter spec, sparse query), or None when nothing can match."""
+    from .sparse import query_sparse
+
+    spec = scope_filter(scope, statuses=statuses, kinds=kinds, not_expired_at=not_expired_at)
+    if dense is not None and len(dense) != dim:
+        raise ValueError(f"Query vector has {len(dense)} dimensions; the store holds {dim}-d vectors.")
+    sparse = query_sparse(text)
+    if spec.matches_nothing or limit <= 0 or (dense is None and sparse is None):
+        return None
+    return spec, sparse
