@@ -13,8 +13,13 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 from django.utils.html import format_html
 from rest_framework_api_key.admin import APIKeyModelAdmin
+from rest_framework_api_key.models import APIKey
 
 from .models import EndUser, Tenant, TenantApiKey
+
+# The library's own key model is unused (keys belong to tenants), and its admin would be unscoped: hide it.
+if admin.site.is_registered(APIKey):
+    admin.site.unregister(APIKey)
 
 
 def admin_tenants(request) -> QuerySet[Tenant] | None:
