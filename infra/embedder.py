@@ -36,18 +36,25 @@ class LocalEmbedder:
         # Short queries gain nothing from more threads, and on a busy host extra threads oversubscribe the cores.
         torch.set_num_threads(settings.EMBEDDING_THREADS)
 
+        self._torch = torch
         self.model_name = settings.EMBEDDING_MODEL
-        self._model = SentenceTransformer(_local_model_path(), device="cpu")
+        self._model = SentenceTransformer(_local_model_path(), device="cpu").eval()
         self.dim = self._model.get_sentence_embedding_dimension()
         self._lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
-        with self._lock:  # torch's CPU kernels are not re-entrant-friendly across threads
-            vecs = self._model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True,
-                                      show_progress_bar=False)
-        return vecs.tolist()
+        out: list[list[float]] = []
+        # The model's own modules (transformer, mean pooling, normalisation) run directly: encode() would move
+        # the model to its device and sort and convert on every call, which costs more than a short query's forward.
+        with self._lock, self._torch.inference_mode():  # one forward at a time: the CPU threads are shared
+            for start in range(0, len(texts), 64):
+                features = self._model.tokenize(texts[start:start + 64])
+                vecs = self._model(features)["sentence_embedding"]
+                vecs = self._torch.nn.functional.normalize(vecs, p=2, dim=1)
+                out.extend(vecs.tolist())
+        return out
 
 
 class OpenAIEmbedder:
