@@ -5,6 +5,7 @@ transaction; the point reaches Qdrant after commit. Text passes the secrets filt
 """
 from __future__ import annotations
 
+import logging
 import uuid
 from datetime import datetime, timedelta
 
@@ -18,10 +19,13 @@ from tenants.models import EndUser, Tenant
 
 from .controls import content_hash_for
 from .extraction.candidate import Candidate, subject_normalize
+from .extraction.injection import candidate_instruction_kinds
 from .extraction.secrets import secrets_redact
 from .models import MemoryEvent, MemoryKind, MemoryRecord, MemoryStatus, SourceType
 from .outbox import outbox_enqueue
 from .vector_store import Scope, get_vector_store
+
+log = logging.getLogger(__name__)
 
 # Memory ids derived from (message, position): a retried extraction writes the same rows and the same points.
 MEMORY_NAMESPACE = uuid.UUID("0b8f7c1e-5d2a-4b7e-9f3c-2a6d8e4b1c90")
@@ -227,7 +231,9 @@ def memory_remember(*, tenant: Tenant, user: EndUser, kind: str, text: str, sour
                     subject: str = "", value: str = "", actor_type: str = MemoryEvent.Actor.SYSTEM,
                     actor_id: str = "") -> tuple[MemoryRecord | None, str]:
     """Store a memory unless the user already has it: a near-duplicate is reinforced, a new value for the same
-    subject supersedes the old one. Returns (record, outcome): created | reinforced | superseded | secret."""
+    subject supersedes the old one. Returns (record, outcome): created | reinforced | superseded | secret |
+    refused_instruction (the text tells the assistant what to do instead of saying something about the user;
+    nothing is stored, so a fooled model cannot plant an instruction for later turns)."""
     from .extraction.verify import candidates_verify
 
     text = _validated(kind, source_type, text)
@@ -239,6 +245,11 @@ def memory_remember(*, tenant: Tenant, user: EndUser, kind: str, text: str, sour
     candidate = Candidate(kind, redaction.text, source_type=source_type, subject=subject_normalize(subject),
                           value=secrets_redact(value).text, confidence=confidence, importance=importance,
                           extractor="remember")
+    # Refused whole, not trimmed: the caller (a model) hears why and can store the plain fact on its own.
+    refused = candidate_instruction_kinds(candidate, who=(user.display_name or "").strip())
+    if refused:
+        log.info("remember refused for user %s: %s", user.pk, ", ".join(refused))
+        return None, "refused_instruction"
     vectors = get_embedder().embed([candidate.text])
     decisions = candidates_verify(tenant=tenant, user=user, candidates=[candidate], vectors=vectors)
     with transaction.atomic():
@@ -247,13 +258,18 @@ def memory_remember(*, tenant: Tenant, user: EndUser, kind: str, text: str, sour
 
 
 def memory_access_record(*, tenant_id, memory_ids: list[str], at: datetime | None = None) -> int:
-    """Count one access for each memory (called off the request path, from a task)."""
-    from django.db.models import F
+    """Count one access for each memory (called off the request path, from a task).
+
+    Idempotent for a given `at`: only rows last accessed before it are counted, and they move to it, so a second
+    delivery of the same access (or a late one older than a newer access) changes nothing."""
+    from django.db.models import F, Q
 
     if not memory_ids:
         return 0
-    return MemoryRecord.objects.filter(tenant_id=tenant_id, pk__in=list(memory_ids)).update(
-        access_count=F("access_count") + 1, last_accessed_at=at or clock.now())
+    at = at or clock.now()
+    return MemoryRecord.objects.filter(tenant_id=tenant_id, pk__in=list(memory_ids)).filter(
+        Q(last_accessed_at__isnull=True) | Q(last_accessed_at__lt=at)).update(
+        access_count=F("access_count") + 1, last_accessed_at=at)
 
 
 def memory_points_delete(*, tenant: Tenant | None, user: EndUser | None, memory_ids: list[str]) -> None:

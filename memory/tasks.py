@@ -31,7 +31,10 @@ def memory_extract_task(self, message_id: str) -> int:
 @shared_task(bind=True, acks_late=True, autoretry_for=(Exception,), retry_backoff=True, retry_backoff_max=120,
              retry_jitter=True, max_retries=3)
 def memory_access_record_task(self, tenant_id: str, memory_ids: list[str], at: str | None = None) -> int:
-    """Count accesses of retrieved memories, off the request path."""
+    """Count accesses of retrieved memories, off the request path.
+
+    `at` (the retrieval's time, set by the enqueuer) is what makes a redelivery harmless: a memory already
+    accessed at or after it is not counted again. Without it the time is taken now, as older callers did."""
     from datetime import datetime
 
     from .services import memory_access_record

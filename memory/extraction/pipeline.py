@@ -24,6 +24,7 @@ from ..models import MemoryKind
 from ..services import decisions_apply, memory_id_for
 from .candidate import Candidate
 from .classify import message_triage
+from .injection import candidates_screen, injection_screen
 from .rules import resolve_dates, rules_extract
 from .secrets import REDACTED, secrets_redact
 from .verify import candidates_verify
@@ -71,18 +72,28 @@ def candidates_for_message(message: Message, *, use_llm: bool) -> list[Candidate
     if not clean.replace(REDACTED, "").strip(" .,:;-"):
         return []
     who = speaker_name(message)
+    # Then what is said to the assistant rather than about the user: no extractor, prompt or memory sees it.
+    screening = injection_screen(clean, who=who)
+    if screening.found:
+        log.info("message %s: %d sentence(s) addressed to the assistant dropped (%s)", message.pk,
+                 len(screening.dropped), ", ".join(sorted(set(screening.dropped))))
+        clean = screening.text
+        if not clean.replace(REDACTED, "").strip(" .,:;-"):
+            return []
     candidates = [Candidate(MemoryKind.EVENT, event_text(who=who, text=clean), confidence=EVENT_CONFIDENCE,
                             importance=0.4, extractor="event")]
     dates = resolve_dates(clean, message.created_at)
     if dates:
         candidates[0].metadata["dates"] = dates
-    candidates += rules_extract(clean, who=who, reference=message.created_at)
+    # The rules only ever see screened sentences; their rewrites are checked as well, as the LLM's are.
+    candidates += candidates_screen(rules_extract(clean, who=who, reference=message.created_at), who=who)
     if use_llm:
         from .llm_extract import EXTRACTOR_VERSION, llm_extract
 
         previous = (Message.objects.filter(session_id=message.session_id, seq__lt=message.seq)
                     .order_by("-seq").values_list("content", flat=True).first()) or ""
-        for c in llm_extract(clean, who=who, context=secrets_redact(previous[:1000]).text):
+        context = injection_screen(secrets_redact(previous[:1000]).text, who=who).text
+        for c in llm_extract(clean, who=who, context=context):
             c.text = secrets_redact(c.text).text
             c.value = secrets_redact(c.value).text
             c.metadata["extractor_version"] = EXTRACTOR_VERSION
