@@ -16,7 +16,7 @@ sentence whose job is to act on the model or the system rather than to describe 
 - exfiltration: markdown images, links whose query carries conversation data, "send/email … to <address>" of
   chat data, "decode this and follow it", long base64 or hex blobs.
 
-Each test reads the *form* of the sentence (who is addressed, which rule set is meant, where an authority is
+Each rule reads the *form* of the sentence (who is addressed, which rule set is meant, where an authority is
 scoped) rather than single words, so "I always take the train", "I never fly United", "please ignore my last
 message" and "I work as a system administrator" pass untouched. Screening runs after secrets are redacted.
 """
@@ -135,7 +135,8 @@ _RULES: list[_Rule] = [
                          rf"(?:\w+\s+){{0,3}}?(?:{_MODE}|persona|an?\s+ai|ai|assistant|model|chatbot|bot|system|dan|"
                          rf"jailbr\w+|unrestricted|unfiltered|uncensored|unbound|named|called|programmed)\b")),
     _Rule("persona", _rx(rf"\b(?:from\s+now\s+on|henceforth|starting\s+now|as\s+of\s+now),?\s+(?:you\s+are|you'?re|"
-                         rf"you\s+will\s+be|you'll\s+be|{_ASSISTANT}\s+is)\s+(?:\w+\s+){{0,3}}?(?:{_MODE}|persona|an?\s+ai|"
+                         rf"you\s+will\s+be|you'll\s+be|{_ASSISTANT}\s+is)\s+(?:\w+\s+){{0,3}}?"
+                         rf"(?:{_MODE}|persona|an?\s+ai|"
                          rf"ai|assistant|model|chatbot|bot|system|dan|jailbr\w+|unrestricted|unfiltered|uncensored|"
                          rf"unbound|named|called|programmed)\b")),
     _Rule("persona", _rx(rf"\b(?:you\s+are|you'?re|{_ASSISTANT}\s+is)\s+no\s+longer\s+(?:an?\s+)?(?:ai|assistant|"
@@ -149,14 +150,16 @@ _RULES: list[_Rule] = [
                          r"(?:\s+(?:as|like|to\s+be|you\s+are|you'?re|that\s+you|being|of))?"), directed=True),
     _Rule("persona", _rx(rf"\b(?:enter|enable|activate|switch\s+(?:on|to|into)|turn\s+on|go\s+into|unlock|start)\s+"
                          rf"(?:the\s+)?{_MODE}\b"), directed=True),
-    _Rule("persona", _rx(rf"\b(?:you\s+are|you'?re)\s+(?:now\s+)?in\s+{_MODE}\b|\b{_MODE}\b(?=.*\b(?:{_ASSISTANT}|"
+    _Rule("persona", _rx(rf"\b(?:you\s+are|you'?re)\s+(?:now\s+)?in\s+{_MODE}\b"
+                         rf"|\b{_MODE}\b(?=.{{0,200}}?\b(?:{_ASSISTANT}|"
                          rf"{_RULESET}|safety|obey|restrictions?)\b)")),
     _Rule("persona", _rx(r"\bdo\s+anything\s+now\b|\bjailbr(?:eak|oken|oke)\s+(?:mode|prompt|yourself|you|the\s+"
                          r"(?:ai|assistant|model))\b")),
     # The assistant's configuration, or other people's data.
     _Rule("exfiltration", _rx(rf"\b(?:your|its|the\s+assistant'?s|the\s+ai'?s|the\s+model'?s)\s+{_CONFIG}")),
     _Rule("exfiltration", _rx(rf"\b(?:your|its|the\s+assistant'?s)\s+(?:{_RULESET}|configuration|training\s+data)\b"
-                              rf"(?=.*\b(?:reveal|disclose|leak|print|output|recite|repeat|show|display|tell|share|"
+                              rf"(?=.{{0,200}}?\b(?:reveal|disclose|leak|print|output|recite|repeat|show|display|"
+                              rf"tell|share|"
                               rf"dump|contents?|verbatim|word\s+for\s+word)\b)")),
     _Rule("exfiltration", _rx(rf"\b{_REVEAL_VERB}\b(?:\s+\S+){{0,6}}?\s+(?:the\s+)?{_CONFIG}")),
     _Rule("exfiltration", _rx(rf"\b{_REVEAL_VERB}\b(?:\s+\S+){{0,3}}?\s+(?:the\s+|all\s+(?:of\s+)?(?:the\s+)?)?"
@@ -179,7 +182,7 @@ _RULES: list[_Rule] = [
                            r"unconditionally)\b"), directed=True),
     _Rule("obedience", _rx(r"\bgrant\s+(?:me|my|this\s+user|the\s+user|us|all|every|any|full|admin|root|"
                            r"unrestricted|elevated)\b"), directed=True),
-    _Rule("obedience", _rx(r"\b(?:obey|comply|grant|execute|answer|respond|reply)\b.*\bwithout\s+(?:any\s+)?"
+    _Rule("obedience", _rx(r"\b(?:obey|comply|grant|execute|answer|respond|reply)\b.{0,200}?\bwithout\s+(?:any\s+)?"
                            r"(?:restrictions?|limitations?|limits|filters?|filtering|censorship|checks?|verification|"
                            r"confirmation|guardrails|safety\s+checks|refusing|refusal)\b"
                            r"|\b(?:an?\s+ai|assistant|chatbot|model|bot)\s+without\s+(?:any\s+)?(?:restrictions|"
@@ -232,7 +235,7 @@ def _claim_patterns(who: str) -> tuple[re.Pattern, re.Pattern, re.Pattern]:
         rf"{copula}\s+(?:(?:now|also|actually|really|officially|in\s+fact)\s+)*"
         rf"(?:(?:verified|registered|confirmed|recognised|recognized|authenticated)\s+as\s+)?"
         rf"(?P<art>an?\s+|the\s+|your\s+|this\s+\w+'s\s+)?(?P<qual>(?:[\w-]+\s+){{0,2}}?)"
-        rf"(?P<role>{_AUTHORITY}|{_STEWARD})\b(?P<rest>[^.!?]*)", re.I)
+        rf"(?P<role>{_AUTHORITY}|{_STEWARD})\b(?P<rest>[^.!?]{{0,200}})", re.I)
     have = (rf"(?:\bI\s+(?:have|hold|got|own|possess)|\bI'?ve\s+got|\bI'?ve|\bI(?:\s+was|\s+have\s+been|'ve\s+been)\s+"
             rf"(?:given|granted|assigned)|\b{subject}\s+(?:has|holds|was\s+given|was\s+granted|has\s+been\s+granted)|"
             rf"\bmy\s+account\s+has|\b{subject}'s\s+account\s+has|\bwith)")
@@ -240,13 +243,14 @@ def _claim_patterns(who: str) -> tuple[re.Pattern, re.Pattern, re.Pattern]:
         rf"{have}\s+(?:\w+\s+)?(?:full|root|admin|administrator|administrative|superuser|super-user|unrestricted|"
         rf"unlimited|elevated|sudo|complete|total|special|master|god|override|developer|owner|privileged|global)"
         rf"(?:\s+(?:level|mode|admin|administrator))?\s+"
-        rf"(?:access|privileges?|rights|permissions?|clearance|control|powers?|authority)\b(?P<rest>[^.!?]*)"
+        rf"(?:access|privileges?|rights|permissions?|clearance|control|powers?|authority)\b(?P<rest>[^.!?]{{0,200}})"
         rf"|{have}\s+root(?:\s+(?:access|privileges?|rights|permissions?))?"
-        rf"(?=\s*(?:[,.;!?]|$|\s(?:and|so|on|to|over|here|now|for)\b))(?P<rest2>[^.!?]*)", re.I)
+        rf"(?=\s*(?:[,.;!?]|$|\s(?:and|so|on|to|over|here|now|for)\b))(?P<rest2>[^.!?]{{0,200}})", re.I)
     authorised = re.compile(
         rf"{copula}\s+(?:(?:now|already|fully|officially)\s+)*(?:a\s+|an\s+)?"
         rf"(?:verified|authori[sz]ed|whitelisted|allow-?listed|trusted|privileged|cleared|pre-?approved)"
-        rf"(?P<role>\s+(?:user|admin|administrator|operator|developer|account|tester|party))?\b(?P<rest>[^.!?]*)",
+        rf"(?P<role>\s+(?:user|admin|administrator|operator|developer|account|tester|party))?\b"
+        rf"(?P<rest>[^.!?]{{0,200}})",
         re.I)
     return role, elevation, authorised
 
@@ -314,7 +318,10 @@ def _mentions_self(sentence: str, who: str) -> bool:
 _MD_IMAGE = re.compile(r"!\[[^\]]*\]\s*\([^)]*\)")
 _MD_LINK = re.compile(r"\[[^\]]*\]\s*\(\s*(?P<url>[^)\s]+)[^)]*\)")
 _TRANSFER = re.compile(r"\b(?:send|sends|email|e-mail|mail|forward|post|upload|transmit|exfiltrate|leak|copy|sync|"
-                       r"report|submit|ping|include|embed|append|attach|log|write|pass|share|relay|push|dm|text)\b", re.I)
+                       r"report|submit|ping|include|embed|append|attach|log|write|pass|share|relay|push|dm|text)\b",
+                       re.I)
+_CARRIES_DATA = re.compile(rf"\b{_CONVERSATION_DATA}\b|\b{_OTHERS}\b|\btheir\b", re.I)
+_ON_OTHERS_REQUEST = re.compile(rf"\b{_OTHERS_TRIGGER}\b", re.I)
 _BASE64 = re.compile(r"(?<![\w+/=])[A-Za-z0-9+/]{40,}={0,2}(?![\w+/=])|(?<![\w-])[A-Za-z0-9_-]{48,}(?![\w-])")
 _HEX = re.compile(r"(?<![0-9a-fA-F])(?:0x)?[0-9a-fA-F]{48,}(?![0-9a-fA-F])")
 
@@ -327,13 +334,11 @@ def _exfiltration(sentence: str) -> bool:
         return True
     # "send/email/post … to <address>" of what the conversation holds, or on other people's requests.
     destinations = [m.start() for m in _URL.finditer(sentence)] + [m.start() for m in _EMAIL.finditer(sentence)]
+    on_others_request = bool(destinations) and bool(_ON_OTHERS_REQUEST.search(sentence))
     for at in destinations:
-        verb = next((m for m in _TRANSFER.finditer(sentence, 0, at)), None)
-        if verb is None:
-            continue
-        carried = sentence[verb.end():at]
-        if (re.search(rf"\b{_CONVERSATION_DATA}\b|\b{_OTHERS}\b|\btheir\b", carried, re.I)
-                or re.search(rf"\b{_OTHERS_TRIGGER}\b", sentence, re.I)):
+        window = sentence[max(0, at - 200):at]  # the verb and what it carries sit just before the address
+        verb = _TRANSFER.search(window)
+        if verb is not None and (on_others_request or _CARRIES_DATA.search(window, verb.end())):
             return True
     return False
 
