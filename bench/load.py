@@ -64,6 +64,8 @@ def _args(argv=None):
                    help="scratch database (default: PostgreSQL database continuum_bench_load on 127.0.0.1)")
     p.add_argument("--floor-points", type=int, default=2000)
     p.add_argument("--timeout", type=float, default=120.0, help="per request, seconds")
+    p.add_argument("--drain-timeout", type=float, default=120.0,
+                   help="how long to wait after the load for the worker to extract every message")
     p.add_argument("--json", dest="json_path", help="also write the figures here")
     p.add_argument("--serve-stub", nargs=3, metavar=("PORT", "LATENCY_MS", "LOG"), help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -354,7 +356,7 @@ def attribute_llm_time(turns: list[dict], log_path: Path) -> tuple[list[float], 
     return llm, overhead, background
 
 
-def extraction_lag(tenant_id: str, timeout: float = 180.0) -> dict:
+def extraction_lag(tenant_id: str, timeout: float) -> dict:
     """Wait for the worker to extract every user message of the run; lag = extracted_at - created_at."""
     from sessions.models import Message
 
@@ -459,7 +461,7 @@ def _run(args, workdir: Path, procs: Processes) -> int:
     all_turns = len(turns) + args.users
     llm, overhead, background = attribute_llm_time(turns, stub_log)
     latency = [t["t1"] - t["t0"] for t in turns if t["status"] == 200]
-    lag = extraction_lag(str(tenant.pk))
+    lag = extraction_lag(str(tenant.pk), timeout=args.drain_timeout)
     cmds_per_turn = redis_calls / max(1, all_turns)
     floor_total = floor["embed_s"] + floor["search_s"] + cmds_per_turn * floor["redis_rtt_s"]
 
