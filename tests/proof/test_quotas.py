@@ -112,8 +112,17 @@ def test_refused_request_is_a_429_body_from_the_api(make_tenant, frozen_clock):
 
 
 @pytest.mark.django_db
-def test_unauthenticated_requests_are_refused_before_counting(make_tenant, frozen_clock, client):
-    assert client.get("/api/v1/users").status_code in (401, 403)
+def test_unauthenticated_requests_are_refused_before_counting(make_tenant, frozen_clock, client, settings):
+    from infra.redis_client import get_redis
+
+    tenant = make_tenant("Busy", requests_per_minute=1)
+    bad = client_for(tenant)
+    bad.credentials(HTTP_AUTHORIZATION=f"Bearer {tenant.plain_key[:-2]}xx")  # right prefix, wrong secret
+    assert client.get("/api/v1/users").status_code == 401
+    assert [bad.get("/api/v1/users").status_code for _ in range(3)] == [401] * 3
+    assert not list(get_redis().scan_iter(match=f"{settings.REDIS_KEY_PREFIX}:*quota*"))
+    # The tenant's one request a minute is still there for its real key.
+    assert client_for(tenant).get("/api/v1/users").status_code == 200
 
 
 @pytest.mark.django_db
@@ -155,6 +164,7 @@ def test_quota_store_down_admits_and_logs(make_tenant, settings, caplog):
     from infra.redis_client import reset_pool
 
     tenant = make_tenant("Busy", requests_per_minute=1)
+    original = settings.REDIS_URL
     settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
     reset_pool()
     try:
@@ -165,7 +175,7 @@ def test_quota_store_down_admits_and_logs(make_tenant, settings, caplog):
             quota_charge_request(tenant=tenant)
         assert "connect" in str(err.value).lower()
     finally:
-        settings.REDIS_URL = "redis://127.0.0.1:6379/0"
+        settings.REDIS_URL = original
         reset_pool()
     assert "quota store unavailable" in caplog.text
 
