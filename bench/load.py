@@ -442,17 +442,10 @@ def _run(args, workdir: Path, procs: Processes) -> int:
 
     print(f"load: {args.users} users x {args.turns} turns, LLM stub {args.llm_latency_ms:.0f} ms per call...",
           flush=True)
-    calls_before = None
-    result = {}
-
-    async def measured():
-        nonlocal calls_before, result
-        result = await run_users(args, base_url, key, broker_redis)
-
     # Redis commands are counted over the whole run, then divided by every turn (warm-up ones included).
     calls_before = _redis_calls(data_redis)
     t_start = time.time()
-    asyncio.run(measured())
+    result = asyncio.run(run_users(args, base_url, key, broker_redis))
     t_end = time.time()
     redis_calls = _redis_calls(data_redis) - calls_before
 

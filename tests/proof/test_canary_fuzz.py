@@ -70,13 +70,6 @@ class World:
         self.messages = {}  # (i, j) -> [message ids]
         self.staff = {}  # i -> staff User
 
-    def owner_of_id(self, value: str):
-        for key, user in self.users.items():
-            if value == str(user.pk) or value in self.sessions[key] or value in self.memories[key] \
-                    or value in self.messages[key]:
-                return key
-        return None
-
 
 def _build_world(make_tenant, django_user_model) -> World:
     from django.contrib.auth.models import Permission

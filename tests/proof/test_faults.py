@@ -6,7 +6,6 @@ redis-server on a spare port.
 """
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import os

@@ -7,7 +7,6 @@ from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
-import respx
 
 from infra import clock
 from infra.errors import RateLimited, ValidationFailed
