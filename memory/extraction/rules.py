@@ -37,6 +37,9 @@ _RX_HABIT = re.compile(r"\bI\s+(?P<freq>never|always|usually|rarely|often)\s+(?P
 _RX_ELIDED_AVOID = re.compile(r"\bI\b[^.!?;]*?(?:,\s*|\s)(?:and|but)\s+(?:(?:also|definitely|absolutely)\s+)?"
                               r"(?:never|no)\s+(?P<obj>(?:the\s+|a\s+|an\s+)?[A-Z][\w'’&-]*(?:\s+[A-Z][\w'’&-]*){0,3})",
                               re.I)
+# "I prefer aisle seats and never fly United": an elided habit (the verb is there, the subject is not).
+_RX_ELIDED_HABIT = re.compile(r"\bI\b[^.!?;]*?(?:,\s*|\s)(?:and|but)\s+(?P<freq>never|always)\s+"
+                              r"(?P<obj>[a-z][a-z'’]+\s+[^.!?;,]{2,80})")
 _RX_GOAL = re.compile(
     r"\bI(?:'m| am)?\s*(?:really\s+)?(?P<verb>need to|want to|would like to|'d like to|wanna|plan to|am planning to|"
     r"'m planning to|planning to|hope to|intend to|am going to|'m going to|have to|am trying to|'m trying to|"
@@ -56,7 +59,7 @@ _RX_BUDGET = re.compile(r"\b(?:under|below|less than|at most|max(?:imum)?(?: of)
 
 # A clause that starts after the object: "I like tea and I never drink coffee" keeps "tea".
 _CLAUSE_END = re.compile(r"\s+(?:and|but|because|since|so|when|while|as|although|though|or)\s+(?:I|we|he|she|they|it)\b"
-                         r"|,\s", re.I)
+                         r"|\s+(?:and|but)\s+(?=(?:never|always)\b)|,\s", re.I)
 
 
 def _object(value: str) -> str:
@@ -228,6 +231,13 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
                 continue
             add(Candidate("preference", f"{who} avoids {obj}.", subject=f"likes: {subject_normalize(obj)}",
                           value="negative", confidence=0.75, importance=0.7))
+        for m in _RX_ELIDED_HABIT.finditer(sentence):
+            obj = _object(m.group("obj"))
+            if len(obj.split()) > 14:
+                continue
+            freq = m.group("freq").lower()
+            add(Candidate("preference", f"{who} {freq} {_first_to_third(_conjugate_first(obj), who)}.",
+                          subject=f"habit: {subject_normalize(obj)}", value=freq, confidence=0.75, importance=0.7))
         for m in _RX_GOAL.finditer(sentence):
             goal = _object(m.group("g"))
             verb = m.group("verb").lower().replace("'m ", "").replace("am ", "")

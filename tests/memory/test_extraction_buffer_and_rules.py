@@ -28,3 +28,10 @@ def test_extracted_facts_join_the_open_session_buffer(alice, alice_user):
     stored = set(MemoryRecord.objects.filter(tenant=alice, session=session).exclude(kind="event")
                  .values_list("text", flat=True))
     assert stored and stored <= facts
+
+
+def test_elided_habit_clause_is_split_from_the_preference(alice, alice_user):
+    record_turns(alice, alice_user, [("user", "I prefer aisle seats and never fly United.")])
+    prefs = set(MemoryRecord.objects.filter(tenant=alice, user=alice_user, kind="preference")
+                .values_list("text", flat=True))
+    assert prefs == {"Ada prefers aisle seats.", "Ada never flies United."}
