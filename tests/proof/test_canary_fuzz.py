@@ -269,7 +269,6 @@ def _fuzz_reads(world: World, tally: Tally, rng: random.Random):
     reads, _ = _classify_routes()
     for caller, tenant in enumerate(world.tenants):
         client = _api_client(tenant)
-        own_users = [(key, u) for key, u in world.users.items() if key[0] == caller]
         foreign_canaries = [c for key, c in world.canary.items() if key[0] != caller]
         for route, method, params in reads:
             label = f"{method.upper()} /{route}"
