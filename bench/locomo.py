@@ -14,7 +14,11 @@ recall within 500/1,000/2,000 retrieved tokens (the service called with that tok
 turns best-first while they fit), mean retrieved tokens, and retrieval latency p50/p95 (query embedding
 included). No LLM is used unless --use-llm is given and one is configured.
 
-    .venv/bin/python bench/locomo.py [DATASET] [--json out.json] [--database-url URL]
+    .venv/bin/python bench/locomo.py [DATASET] [--json out.json] [--database-url URL] [--reuse-dir DIR]
+
+With --reuse-dir the imported data is kept for the next run: the Edge folder (and the SQLite file) live in DIR,
+and DIR/imported.json names the tenant and users; a run that finds it skips the import. Give the same
+--database-url (and dataset and --conversations) each time, since the database is not copied into DIR.
 """
 from __future__ import annotations
 
@@ -44,6 +48,8 @@ def _args(argv=None):
     p.add_argument("--database-url", default="", help="scratch database (default: SQLite in a temp folder)")
     p.add_argument("--conversations", type=int, default=0, help="only the first N conversations (0: all)")
     p.add_argument("--use-llm", action="store_true", help="let extraction and retrieval use a configured LLM")
+    p.add_argument("--reuse-dir", default="",
+                   help="keep the imported data here and reuse it on the next run (same --database-url)")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch CPU threads (more threads than idle cores make one short query ~20x slower)")
     return p.parse_args(argv)
@@ -144,6 +150,21 @@ def import_sample(sample: dict, tenant) -> dict:
     return users
 
 
+def _reused_import(marker: Path, data: list[dict], Tenant, EndUser):
+    """(tenant, users by sample, import seconds) of an earlier import of the same conversations, else None."""
+    if not marker.exists():
+        return None
+    saved = json.loads(marker.read_text())
+    if saved.get("samples") != [s["sample_id"] for s in data]:
+        raise SystemExit(f"{marker} holds another set of conversations; use another --reuse-dir")
+    tenant = Tenant.objects.filter(pk=saved["tenant_id"]).first()
+    if tenant is None:
+        raise SystemExit(f"{marker} names a tenant this database lacks; give the same --database-url")
+    found = {str(u.pk): u for u in EndUser.objects.filter(tenant=tenant)}
+    users = {sid: {name: found[uid] for name, uid in names.items()} for sid, names in saved["users"].items()}
+    return tenant, users, saved.get("import_seconds", 0.0)
+
+
 def evidence_recall(evidence: set[str], found: set[str]) -> float:
     return len(evidence & found) / len(evidence)
 
@@ -166,7 +187,12 @@ def main(argv=None) -> dict:
     data = json.loads(Path(args.dataset).read_text())
     if args.conversations:
         data = data[: args.conversations]
-    workdir = Path(tempfile.mkdtemp(prefix="locomo-bench-"))
+    if args.reuse_dir:
+        workdir = Path(args.reuse_dir).resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="locomo-bench-"))
+    marker = workdir / "imported.json"
     _setup_django(args, workdir)
 
     import numpy as np
@@ -176,6 +202,7 @@ def main(argv=None) -> dict:
     from memory.models import MemoryRecord
     from memory.retrieval import memory_retrieve_for_users
     from sessions.models import Message
+    from tenants.models import EndUser, Tenant
     from tenants.services import tenant_create
 
     import torch
@@ -183,17 +210,34 @@ def main(argv=None) -> dict:
     torch.set_num_threads(max(1, args.torch_threads))
     embedder = CachingEmbedder(get_embedder())
     set_embedder(embedder)
-    # Old conversations (2023) must not expire under today's clock: this tenant keeps events and goals.
-    tenant = tenant_create(name="LoCoMo bench", slug=f"locomo-{uuid.uuid4().hex[:6]}",
-                           memory_ttl_days={"event": None, "goal": None})
+    reused = _reused_import(marker, data, Tenant, EndUser) if args.reuse_dir else None
+    if reused:
+        tenant, users_by_sample, import_seconds = reused
+        print(f"reusing the import in {workdir} (tenant {tenant.pk})", flush=True)
+    else:
+        # Old conversations (2023) must not expire under today's clock: this tenant keeps events and goals.
+        tenant = tenant_create(name="LoCoMo bench", slug=f"locomo-{uuid.uuid4().hex[:6]}",
+                               memory_ttl_days={"event": None, "goal": None})
+        t0 = time.perf_counter()
+        users_by_sample = {}
+        for sample in data:
+            users_by_sample[sample["sample_id"]] = import_sample(sample, tenant)
+            print(f"imported {sample['sample_id']}: {MemoryRecord.objects.filter(tenant=tenant).count()} memories "
+                  f"so far", flush=True)
+        import_seconds = time.perf_counter() - t0
+        if args.reuse_dir:
+            # Written last: a run interrupted mid-import leaves no marker and the next one imports afresh.
+            marker.write_text(json.dumps({
+                "tenant_id": str(tenant.pk), "samples": [s["sample_id"] for s in data],
+                "import_seconds": import_seconds,
+                "users": {sid: {name: str(u.pk) for name, u in users.items()}
+                          for sid, users in users_by_sample.items()}}, indent=2))
+    from django.db import connection
 
-    t0 = time.perf_counter()
-    users_by_sample = {}
-    for sample in data:
-        users_by_sample[sample["sample_id"]] = import_sample(sample, tenant)
-        print(f"imported {sample['sample_id']}: {MemoryRecord.objects.filter(tenant=tenant).count()} memories so far",
-              flush=True)
-    import_seconds = time.perf_counter() - t0
+    with connection.cursor() as cursor:
+        # Planner statistics, as autovacuum would have them on a live database (some servers run without it):
+        # without them PostgreSQL guesses one row per filter and picks poor plans for the retrieval queries.
+        cursor.execute("ANALYZE")
     dia_of = {str(mid): ext for mid, ext in Message.objects.filter(tenant=tenant).values_list("pk", "external_id")}
     baseline_lines = {s["sample_id"]: [f"{t['speaker']}: {t['text']}" for _, _, ts in sessions_of(s["conversation"])
                                        for t in ts] for s in data}

@@ -35,6 +35,7 @@ from infra.tokens import count_tokens, truncate_to_tokens
 from .models import MemoryKind, MemoryRecord, MemoryStatus
 from .provenance import provenance_line, session_numbers
 from .vector_store import Scope, get_vector_store
+from .vector_store.base import Search
 
 log = logging.getLogger(__name__)
 
@@ -116,24 +117,37 @@ def _standardise(values: dict[str, float]) -> tuple[dict[str, float], float]:
     return z, min(z.values())
 
 
+# What retrieval reads from a hit's payload (the store adds the keys its scope guard needs): the memory text and
+# the other display fields come from the database rows, so they are not copied out of the store for every hit.
+HIT_PAYLOAD_KEYS = ("session_id",)
+
+
 def _gather(*, tenant, user_ids: list[str], vector, text: str, limit: int, now_epoch: float) -> dict[str, _Candidate]:
     store = get_vector_store()
     found: dict[str, _Candidate] = {}
     tenant_id = str(tenant.pk)
     try:
+        searches = []
         for user_id in user_ids:
             scope = Scope(tenant_id=tenant_id, user_id=user_id)
-            dense = store.search(scope, dense=vector, text=None, limit=limit, statuses=("active",),
-                                 not_expired_at=now_epoch)
-            sparse = store.search(scope, dense=None, text=text, limit=limit, statuses=("active",),
-                                  not_expired_at=now_epoch)
-            for hits, attr in ((dense, "dense"), (sparse, "sparse")):
-                for hit in hits:
-                    # Second guard after the store's own: a hit outside this tenant and these users is dropped.
-                    if hit.payload.get("tenant_id") != tenant_id or hit.payload.get("user_id") not in user_ids:
-                        continue
-                    c = found.setdefault(hit.memory_id, _Candidate(hit.memory_id, hit.payload))
-                    setattr(c, attr, float(hit.score))
+            searches += [Search(scope, dense=vector, text=None, limit=limit, statuses=("active",),
+                                not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS),
+                         Search(scope, dense=None, text=text, limit=limit, statuses=("active",),
+                                not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS)]
+        batch = getattr(store, "search_batch", None)
+        if batch is not None:
+            results = batch(searches)  # dense and BM25 for every user planned as one pass over the shard
+        else:
+            results = [store.search(s.scope, dense=s.dense, text=s.text, limit=s.limit, statuses=s.statuses,
+                                    not_expired_at=s.not_expired_at) for s in searches]
+        for i, hits in enumerate(results):
+            attr = "dense" if i % 2 == 0 else "sparse"
+            for hit in hits:
+                # Second guard after the store's own: a hit outside this tenant and these users is dropped.
+                if hit.payload.get("tenant_id") != tenant_id or hit.payload.get("user_id") not in user_ids:
+                    continue
+                c = found.setdefault(hit.memory_id, _Candidate(hit.memory_id, hit.payload))
+                setattr(c, attr, float(hit.score))
     except ServiceUnavailable:
         raise
     except Exception as exc:
@@ -181,8 +195,9 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str]) -> dict[str,
     for _, sid, seq in positions:
         cond |= Q(session_id=sid, seq__in=(seq - 1, seq + 1))
     around = defaultdict(list)
-    for m in Message.objects.filter(cond, tenant=tenant).values("pk", "session_id", "seq", "role", "name", "content",
-                                                                "session__user_id"):
+    # No ORDER BY (the model's default ordering): the turns are looked up by position, not read in order.
+    for m in Message.objects.filter(cond, tenant=tenant).order_by().values("pk", "session_id", "seq", "role", "name",
+                                                                           "content", "session__user_id"):
         around[(m["session_id"], m["seq"])].append(m)
     out: dict[str, list[tuple[str, str]]] = {}
     for mid, sid, seq in positions:
@@ -241,6 +256,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     rows = {str(r["id"]): r for r in MemoryRecord.objects.filter(
         tenant=tenant, user_id__in=user_ids, pk__in=[c.memory_id for c in shortlist], status=MemoryStatus.ACTIVE)
         .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        .order_by()  # the rows are looked up by id: sorting them by the model's default ordering is wasted work
         .values("id", "user_id", "kind", "text", "source_type", "created_at", "session_id", "source_message_id",
                 "source_message_ids", "confidence", "importance", "access_count", "metadata", "source_message__seq",
                 "source_message__session_id")}

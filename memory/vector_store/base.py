@@ -17,6 +17,9 @@ SPARSE = "bm25"
 RRF_K = 2
 # Payload keys that place a point in a tenant and user; set_payload must never move a point out of its scope.
 SCOPE_KEYS = frozenset({"tenant_id", "user_id", "memory_id"})
+# Payload keys the backends' post-filter (ScopeFilter.admits) and hit_from read: a search asked for only some
+# payload keys still returns these, so the second guard never judges a hit on a payload it cannot see.
+GUARD_KEYS = frozenset({"tenant_id", "user_id", "memory_id", "status", "kind", "expires_at"})
 
 
 def point_id_for(memory_id) -> str:
@@ -62,6 +65,20 @@ class MemoryPoint:
     payload: dict = field(default_factory=dict)  # must hold tenant_id and user_id
 
 
+@dataclass(frozen=True)
+class Search:
+    """One search of a batch (`search_batch`): the arguments `search` takes, as a value."""
+
+    scope: Scope
+    dense: list[float] | None = None
+    text: str | None = None
+    limit: int = 10
+    kinds: tuple[str, ...] | None = None
+    statuses: tuple[str, ...] | None = ("active",)
+    not_expired_at: float | None = None
+    payload_keys: tuple[str, ...] | None = None
+
+
 @dataclass
 class Hit:
     memory_id: str
@@ -78,7 +95,8 @@ class VectorStore(Protocol):
     def delete_scope(self, scope: Scope) -> None: ...
     def search(self, scope: Scope, *, dense: list[float] | None, text: str | None, limit: int,
                kinds: list[str] | None = None, statuses: list[str] | None = ("active",),
-               not_expired_at: float | None = None) -> list[Hit]: ...
+               not_expired_at: float | None = None, payload_keys=None) -> list[Hit]: ...
+    def search_batch(self, searches: list[Search]) -> list[list[Hit]]: ...
     def retrieve(self, scope: Scope, memory_ids: list[str]) -> list[Hit]: ...
     def scroll(self, scope: Scope, *, limit: int = 256, offset: str | None = None) -> tuple[list[Hit], str | None]: ...
     def count(self, scope: Scope, *, statuses: list[str] | None = None) -> int: ...
@@ -105,6 +123,13 @@ def refuse_scope_change(payload: dict) -> None:
     moved = SCOPE_KEYS & payload.keys()
     if moved:
         raise ValueError(f"set_payload may not change {sorted(moved)}: a point never leaves its tenant or user.")
+
+
+def payload_selection(payload_keys):
+    """What to ask the backend for: the whole payload (None), or the given keys plus GUARD_KEYS, sorted."""
+    if payload_keys is None:
+        return None
+    return sorted(GUARD_KEYS.union(payload_keys))
 
 
 def hit_from(point_id, score: float, payload: dict | None) -> Hit:

@@ -16,10 +16,11 @@ from pathlib import Path
 from django.conf import settings
 from qdrant_edge import (CountRequest, Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams, EdgeVectorParams,
                          FloatIndexParams, Fusion, KeywordIndexParams, Memory, Modifier, Point, Prefetch, Query,
-                         QueryRequest, ScrollRequest, UpdateOperation)
+                         QueryBatchRequest, QueryRequest, ScrollRequest, UpdateOperation)
 
-from .base import (DENSE, RRF_K, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, VectorStoreError,
-                   checked_point_payload, collection_name, hit_from, point_id_for, refuse_scope_change)
+from .base import (DENSE, RRF_K, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, VectorStoreError,
+                   checked_point_payload, collection_name, hit_from, payload_selection, point_id_for,
+                   refuse_scope_change)
 from .filters import scope_filter, search_plan
 from .sparse import document_sparse
 
@@ -140,17 +141,46 @@ class EdgeVectorStore:
     # --- reads ---------------------------------------------------------------------------------------
     def search(self, scope: Scope, *, dense: list[float] | None = None, text: str | None = None, limit: int = 10,
                kinds: list[str] | None = None, statuses: list[str] | None = ("active",),
-               not_expired_at: float | None = None) -> list[Hit]:
+               not_expired_at: float | None = None, payload_keys=None) -> list[Hit]:
         """Hybrid (dense + BM25, fused by RRF) when both inputs are given, else whichever one is.
 
         not_expired_at: an epoch time; points whose expires_at is at or before it are left out (None: no check).
+        payload_keys: only these payload keys (plus GUARD_KEYS) come back with each hit; None: the whole payload.
         """
-        plan = search_plan(scope, dim=self.dim, dense=dense, text=text, limit=limit, kinds=kinds, statuses=statuses,
-                           not_expired_at=not_expired_at)
+        return self.search_batch([Search(scope, dense=dense, text=text, limit=limit, kinds=kinds, statuses=statuses,
+                                         not_expired_at=not_expired_at, payload_keys=payload_keys)])[0]
+
+    def search_batch(self, searches: list[Search]) -> list[list[Hit]]:
+        """Several searches in one planned pass over the shard (query_batch); one list of hits per search."""
+        planned = [self._request(s) for s in searches]
+        requests = [p[1] for p in planned if p is not None]
+        if not requests:
+            return [[] for _ in searches]
+        with self._using() as shard:
+            found = shard.query(requests[0]) if len(requests) == 1 else shard.query_batch(QueryBatchRequest(requests))
+        if len(requests) == 1:
+            found = [found]
+        results, answers = [], iter(found)
+        for p in planned:
+            if p is None:
+                results.append([])
+                continue
+            spec = p[0]
+            results.append([hit_from(r.id, r.score, r.payload) for r in next(answers) if spec.admits(r.payload)])
+        return results
+
+    def _request(self, search: Search):
+        """(filter spec, QueryRequest) for one search, or None when nothing can match."""
+        dense = search.dense
+        plan = search_plan(search.scope, dim=self.dim, dense=dense, text=search.text, limit=search.limit,
+                           kinds=search.kinds, statuses=search.statuses, not_expired_at=search.not_expired_at)
         if plan is None:
-            return []
+            return None
         spec, sparse = plan
         flt = spec.to_edge()
+        limit = search.limit
+        selected = payload_selection(search.payload_keys)
+        with_payload = True if selected is None else selected
         if dense is not None and sparse is not None:
             fetch = max(limit * self._prefetch_factor, 20)
             request = QueryRequest(
@@ -159,17 +189,15 @@ class EdgeVectorStore:
                             Prefetch(limit=fetch, query=Query.Nearest(sparse, using=SPARSE), filter=flt)],
                 query=Fusion.Rrf(k=RRF_K),
                 filter=flt,
-                with_payload=True,
+                with_payload=with_payload,
             )
         elif dense is not None:
             request = QueryRequest(limit=limit, query=Query.Nearest(list(dense), using=DENSE), filter=flt,
-                                   with_payload=True)
+                                   with_payload=with_payload)
         else:
             request = QueryRequest(limit=limit, query=Query.Nearest(sparse, using=SPARSE), filter=flt,
-                                   with_payload=True)
-        with self._using() as shard:
-            found = shard.query(request)
-        return [hit_from(p.id, p.score, p.payload) for p in found if spec.admits(p.payload)]
+                                   with_payload=with_payload)
+        return spec, request
 
     def retrieve(self, scope: Scope, memory_ids: list[str]) -> list[Hit]:
         spec = scope_filter(scope, memory_ids=list(memory_ids))

@@ -15,8 +15,9 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as m
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from .base import (DENSE, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, VectorStoreError, checked_point_payload,
-                   collection_name, hit_from, point_id_for, refuse_scope_change)
+from .base import (DENSE, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, VectorStoreError,
+                   checked_point_payload, collection_name, hit_from, payload_selection, point_id_for,
+                   refuse_scope_change)
 from .filters import scope_filter, search_plan
 from .sparse import document_sparse
 
@@ -123,34 +124,58 @@ class ServerVectorStore:
     # --- reads ---------------------------------------------------------------------------------------
     def search(self, scope: Scope, *, dense: list[float] | None = None, text: str | None = None, limit: int = 10,
                kinds: list[str] | None = None, statuses: list[str] | None = ("active",),
-               not_expired_at: float | None = None) -> list[Hit]:
+               not_expired_at: float | None = None, payload_keys=None) -> list[Hit]:
         """Hybrid (dense + BM25, fused by RRF) when both inputs are given, else whichever one is.
 
         not_expired_at: an epoch time; points whose expires_at is at or before it are left out (None: no check).
+        payload_keys: only these payload keys (plus GUARD_KEYS) come back with each hit; None: the whole payload.
         """
-        plan = search_plan(scope, dim=self.dim, dense=dense, text=text, limit=limit, kinds=kinds, statuses=statuses,
-                           not_expired_at=not_expired_at)
+        return self.search_batch([Search(scope, dense=dense, text=text, limit=limit, kinds=kinds, statuses=statuses,
+                                         not_expired_at=not_expired_at, payload_keys=payload_keys)])[0]
+
+    def search_batch(self, searches: list[Search]) -> list[list[Hit]]:
+        """Several searches in one round trip (query_batch_points); one list of hits per search."""
+        planned = [self._request(s) for s in searches]
+        requests = [p[1] for p in planned if p is not None]
+        if not requests:
+            return [[] for _ in searches]
+        with self._call() as client:
+            found = client.query_batch_points(self.collection, requests=requests)
+        results, answers = [], iter(found)
+        for p in planned:
+            if p is None:
+                results.append([])
+                continue
+            spec = p[0]
+            results.append([hit_from(r.id, r.score, r.payload) for r in next(answers).points
+                            if spec.admits(r.payload)])
+        return results
+
+    def _request(self, search: Search):
+        """(filter spec, QueryRequest) for one search, or None when nothing can match."""
+        dense = search.dense
+        plan = search_plan(search.scope, dim=self.dim, dense=dense, text=search.text, limit=search.limit,
+                           kinds=search.kinds, statuses=search.statuses, not_expired_at=search.not_expired_at)
         if plan is None:
-            return []
+            return None
         spec, sparse = plan
         flt = spec.to_client()
-        with self._call() as client:
-            if dense is not None and sparse is not None:
-                fetch = max(limit * self._prefetch_factor, 20)
-                res = client.query_points(
-                    self.collection,
-                    prefetch=[m.Prefetch(query=list(dense), using=DENSE, filter=flt, limit=fetch),
-                              m.Prefetch(query=_sparse(sparse), using=SPARSE, filter=flt, limit=fetch)],
-                    query=m.FusionQuery(fusion=m.Fusion.RRF),
-                    query_filter=flt, limit=limit, with_payload=True,
-                )
-            elif dense is not None:
-                res = client.query_points(self.collection, query=list(dense), using=DENSE, query_filter=flt,
-                                          limit=limit, with_payload=True)
-            else:
-                res = client.query_points(self.collection, query=_sparse(sparse), using=SPARSE, query_filter=flt,
-                                          limit=limit, with_payload=True)
-        return [hit_from(p.id, p.score, p.payload) for p in res.points if spec.admits(p.payload)]
+        limit = search.limit
+        selected = payload_selection(search.payload_keys)
+        with_payload = True if selected is None else selected
+        if dense is not None and sparse is not None:
+            fetch = max(limit * self._prefetch_factor, 20)
+            request = m.QueryRequest(
+                prefetch=[m.Prefetch(query=list(dense), using=DENSE, filter=flt, limit=fetch),
+                          m.Prefetch(query=_sparse(sparse), using=SPARSE, filter=flt, limit=fetch)],
+                query=m.FusionQuery(fusion=m.Fusion.RRF), filter=flt, limit=limit, with_payload=with_payload)
+        elif dense is not None:
+            request = m.QueryRequest(query=list(dense), using=DENSE, filter=flt, limit=limit,
+                                     with_payload=with_payload)
+        else:
+            request = m.QueryRequest(query=_sparse(sparse), using=SPARSE, filter=flt, limit=limit,
+                                     with_payload=with_payload)
+        return spec, request
 
     def retrieve(self, scope: Scope, memory_ids: list[str]) -> list[Hit]:
         spec = scope_filter(scope, memory_ids=list(memory_ids))

@@ -348,3 +348,31 @@ def test_a_dead_qdrant_server_is_reported_as_unavailable_not_crashed(settings):
     with pytest.raises(VectorStoreError) as err:
         get_vector_store()
     assert err.value.status == 503 and err.value.retryable
+
+
+def test_payload_keys_narrow_the_payload_but_keep_the_scope_keys(store, world):
+    full = store.search(ALICE_1, dense=basis(1), text="Rex dog", limit=3)
+    slim = store.search(ALICE_1, dense=basis(1), text="Rex dog", limit=3, payload_keys=("kind",))
+    assert [(h.memory_id, h.score) for h in slim] == [(h.memory_id, h.score) for h in full]
+    assert "text" in full[0].payload and "text" not in slim[0].payload
+    assert slim[0].payload["tenant_id"] == TENANT_A and slim[0].payload["user_id"] == USER_1
+    assert slim[0].payload["kind"] == "fact" and slim[0].payload["memory_id"] == slim[0].memory_id
+
+
+def test_search_batch_answers_each_search_as_search_would(store, world):
+    from memory.vector_store.base import Search
+
+    searches = [Search(ALICE_1, dense=basis(0), limit=3), Search(ALICE_1, text="Rex the dog", limit=5),
+                Search(ALICE_1, text="the and of", limit=5),  # nothing to search for: an empty answer in its place
+                Search(Scope(TENANT_A, USER_2), dense=basis(2), text="aisle", limit=2, payload_keys=())]
+    answers = store.search_batch(searches)
+    assert len(answers) == 4 and answers[2] == []
+    for search, hits in zip(searches, answers):
+        alone = store.search(search.scope, dense=search.dense, text=search.text, limit=search.limit,
+                             payload_keys=search.payload_keys)
+        assert [(h.memory_id, round(h.score, 6), h.payload) for h in hits] == \
+            [(h.memory_id, round(h.score, 6), h.payload) for h in alone]
+    assert {h.memory_id for h in answers[3]} <= world["other_user"] and answers[3]
+    assert "text" not in answers[3][0].payload
+    with pytest.raises(ScopeMissing):
+        store.search_batch([Search(None, dense=basis(0), limit=3)])
