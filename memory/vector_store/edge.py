@@ -18,7 +18,8 @@ from qdrant_edge import (CountRequest, Distance, EdgeConfig, EdgeShard, EdgeSpar
                          FloatIndexParams, Fusion, KeywordIndexParams, Memory, Modifier, Point, Prefetch, Query,
                          QueryBatchRequest, QueryRequest, ScrollRequest, UpdateOperation)
 
-from .base import (DENSE, RRF_K, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, VectorStoreError,
+from .base import (DENSE, RRF_K, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, SearchThroughBatch,
+                   VectorStoreError,
                    checked_point_payload, collection_name, hit_from, payload_selection, point_id_for,
                    refuse_scope_change)
 from .filters import scope_filter, search_plan
@@ -41,7 +42,7 @@ def _payload_indexes():
     }
 
 
-class EdgeVectorStore:
+class EdgeVectorStore(SearchThroughBatch):
     backend_name = "edge"
 
     def __init__(self, path, *, dim: int, prefetch_factor: int = 4):
@@ -139,17 +140,6 @@ class EdgeVectorStore:
             shard.update(UpdateOperation.set_payload_by_filter(spec.to_edge(), dict(payload)))
 
     # --- reads ---------------------------------------------------------------------------------------
-    def search(self, scope: Scope, *, dense: list[float] | None = None, text: str | None = None, limit: int = 10,
-               kinds: list[str] | None = None, statuses: list[str] | None = ("active",),
-               not_expired_at: float | None = None, payload_keys=None) -> list[Hit]:
-        """Hybrid (dense + BM25, fused by RRF) when both inputs are given, else whichever one is.
-
-        not_expired_at: an epoch time; points whose expires_at is at or before it are left out (None: no check).
-        payload_keys: only these payload keys (plus GUARD_KEYS) come back with each hit; None: the whole payload.
-        """
-        return self.search_batch([Search(scope, dense=dense, text=text, limit=limit, kinds=kinds, statuses=statuses,
-                                         not_expired_at=not_expired_at, payload_keys=payload_keys)])[0]
-
     def search_batch(self, searches: list[Search]) -> list[list[Hit]]:
         """Several searches in one planned pass over the shard (query_batch); one list of hits per search."""
         planned = [self._request(s) for s in searches]

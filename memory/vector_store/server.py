@@ -15,7 +15,7 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as m
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from .base import (DENSE, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, VectorStoreError,
+from .base import (DENSE, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, SearchThroughBatch, VectorStoreError,
                    checked_point_payload, collection_name, hit_from, payload_selection, point_id_for,
                    refuse_scope_change)
 from .filters import scope_filter, search_plan
@@ -38,7 +38,7 @@ def _sparse(vec) -> m.SparseVector:
     return m.SparseVector(indices=list(vec.indices), values=list(vec.values))
 
 
-class ServerVectorStore:
+class ServerVectorStore(SearchThroughBatch):
     backend_name = "qdrant"
 
     def __init__(self, client: QdrantClient, *, collection: str, dim: int, prefetch_factor: int = 4):
@@ -122,17 +122,6 @@ class ServerVectorStore:
                                points=m.FilterSelector(filter=spec.to_client()), wait=True)
 
     # --- reads ---------------------------------------------------------------------------------------
-    def search(self, scope: Scope, *, dense: list[float] | None = None, text: str | None = None, limit: int = 10,
-               kinds: list[str] | None = None, statuses: list[str] | None = ("active",),
-               not_expired_at: float | None = None, payload_keys=None) -> list[Hit]:
-        """Hybrid (dense + BM25, fused by RRF) when both inputs are given, else whichever one is.
-
-        not_expired_at: an epoch time; points whose expires_at is at or before it are left out (None: no check).
-        payload_keys: only these payload keys (plus GUARD_KEYS) come back with each hit; None: the whole payload.
-        """
-        return self.search_batch([Search(scope, dense=dense, text=text, limit=limit, kinds=kinds, statuses=statuses,
-                                         not_expired_at=not_expired_at, payload_keys=payload_keys)])[0]
-
     def search_batch(self, searches: list[Search]) -> list[list[Hit]]:
         """Several searches in one round trip (query_batch_points); one list of hits per search."""
         planned = [self._request(s) for s in searches]
