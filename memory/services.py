@@ -129,14 +129,16 @@ def _create_locked(record: MemoryRecord, *, actor_type: str, actor_id: str, note
     return record
 
 
-def _supersede_locked(old: MemoryRecord, new: MemoryRecord, *, actor_type: str, actor_id: str) -> None:
+def memory_supersede(*, old: MemoryRecord, new: MemoryRecord, actor_type: str, actor_id: str = "",
+                     note: str = "") -> None:
+    """Mark old as superseded by new, with its history event; call inside a transaction holding the row."""
     before = memory_snapshot(old)
     old.status = MemoryStatus.SUPERSEDED
     old.superseded_by = new
     old.status_changed_at = clock.now()
     old.save(update_fields=["status", "superseded_by", "status_changed_at", "updated_at"])
     memory_event_record(record=old, action=MemoryEvent.Action.SUPERSEDED, actor_type=actor_type, actor_id=actor_id,
-                        before=before, after=memory_snapshot(old), note=f"superseded by {new.pk}")
+                        before=before, after=memory_snapshot(old), note=note or f"superseded by {new.pk}")
 
 
 def decisions_apply(*, tenant: Tenant, user: EndUser, decisions, session=None, source_message=None,
@@ -185,7 +187,7 @@ def decisions_apply(*, tenant: Tenant, user: EndUser, decisions, session=None, s
         # A memory held for review does not displace an active one until it is approved.
         if action == SUPERSEDE and record.status == MemoryStatus.ACTIVE:
             for old in targets:
-                _supersede_locked(old, record, actor_type=actor_type, actor_id=actor_id)
+                memory_supersede(old=old, new=record, actor_type=actor_type, actor_id=actor_id)
                 changed.append(old)
             results.append((record, "superseded"))
         else:

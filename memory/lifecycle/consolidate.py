@@ -14,7 +14,6 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
-from infra import clock
 from infra.embedder import get_embedder
 from infra.errors import ServiceUnavailable, ValidationFailed
 from infra.llm import llm_configured, structured_completion
@@ -22,6 +21,7 @@ from tenants.models import EndUser, Tenant
 
 from ..controls import content_hash_for, memory_history_write, memory_snapshot, memory_vectors_enqueue
 from ..models import MemoryEvent, MemoryKind, MemoryRecord, MemoryStatus, SourceType
+from ..services import memory_supersede
 from .runs import JobResult, UserPass
 
 log = logging.getLogger(__name__)
@@ -150,14 +150,9 @@ def fact_from_events(*, tenant: Tenant, text: str, kind: str, confidence: float,
                 e.metadata = {**(e.metadata or {}), PENDING_MARK: str(fact.pk)}
                 e.save(update_fields=["metadata", "updated_at"])
             return fact
-        now = clock.now()
         for e in events:
-            before = memory_snapshot(e)
-            e.status, e.status_changed_at, e.superseded_by = MemoryStatus.SUPERSEDED, now, fact
-            e.save(update_fields=["status", "status_changed_at", "superseded_by", "updated_at"])
-            memory_history_write(record=e, action=MemoryEvent.Action.SUPERSEDED, actor_type="system",
-                                 actor_id=actor_id, before=before, after=memory_snapshot(e),
-                                 note=f"consolidated into {fact.pk}")
+            memory_supersede(old=e, new=fact, actor_type="system", actor_id=actor_id,
+                             note=f"consolidated into {fact.pk}")
         memory_vectors_enqueue(events)
     return fact
 

@@ -13,12 +13,12 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
-from infra import clock
 from infra.embedder import get_embedder
 from tenants.models import EndUser, Tenant
 
 from ..controls import memory_history_write, memory_snapshot, memory_vectors_enqueue
 from ..models import MemoryEvent, MemoryRecord, MemoryStatus, SourceType
+from ..services import memory_supersede
 from .runs import JobResult, UserPass
 
 # How many of a user's most recent active memories one pass compares.
@@ -102,14 +102,9 @@ def memories_fold(*, keeper_id, other_ids: list, actor_id: str, note: str) -> in
         memory_history_write(record=keeper, action=MemoryEvent.Action.REINFORCED, actor_type="system",
                              actor_id=actor_id, before=before, after=memory_snapshot(keeper),
                              note=f"{note}: absorbed {len(others)}")
-        now = clock.now()
         for other in others:
-            before = memory_snapshot(other)
-            other.status, other.status_changed_at, other.superseded_by = MemoryStatus.SUPERSEDED, now, keeper
-            other.save(update_fields=["status", "status_changed_at", "superseded_by", "updated_at"])
-            memory_history_write(record=other, action=MemoryEvent.Action.SUPERSEDED, actor_type="system",
-                                 actor_id=actor_id, before=before, after=memory_snapshot(other),
-                                 note=f"{note} into {keeper.pk}")
+            memory_supersede(old=other, new=keeper, actor_type="system", actor_id=actor_id,
+                             note=f"{note} into {keeper.pk}")
         memory_vectors_enqueue([keeper, *others])
     return len(others)
 
