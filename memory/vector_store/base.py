@@ -86,6 +86,21 @@ class Hit:
     payload: dict
 
 
+def hits_per_search(planned: list, answers) -> list[list[Hit]]:
+    """planned: (filter spec, request) or None for each search; answers: the points of each planned request, in order.
+
+    Each point passes the spec's own check again (the second guard) before it becomes a Hit.
+    """
+    results, remaining = [], iter(answers)
+    for plan in planned:
+        if plan is None:
+            results.append([])
+            continue
+        spec = plan[0]
+        results.append([hit_from(p.id, p.score, p.payload) for p in next(remaining) if spec.admits(p.payload)])
+    return results
+
+
 class SearchThroughBatch:
     """Both backends answer a single search as a batch of one, so the two paths cannot drift apart."""
 
@@ -127,7 +142,8 @@ def checked_point_payload(point: MemoryPoint, dim: int) -> dict:
     if not payload.get("tenant_id") or not payload.get("user_id"):
         raise ScopeMissing(f"Point for memory {point.memory_id} carries no tenant_id/user_id.")
     if len(point.dense) != dim:
-        raise ValueError(f"Point for memory {point.memory_id} has {len(point.dense)}-d vector; the store holds {dim}-d.")
+        raise ValueError(f"Point for memory {point.memory_id} has {len(point.dense)}-d vector; "
+                         f"the store holds {dim}-d.")
     payload["tenant_id"] = str(payload["tenant_id"])
     payload["user_id"] = str(payload["user_id"])
     payload["memory_id"] = str(point.memory_id)

@@ -19,9 +19,8 @@ from qdrant_edge import (CountRequest, Distance, EdgeConfig, EdgeShard, EdgeSpar
                          QueryBatchRequest, QueryRequest, ScrollRequest, UpdateOperation)
 
 from .base import (DENSE, RRF_K, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, SearchThroughBatch,
-                   VectorStoreError,
-                   checked_point_payload, collection_name, hit_from, payload_selection, point_id_for,
-                   refuse_scope_change)
+                   VectorStoreError, checked_point_payload, collection_name, hit_from, hits_per_search,
+                   payload_selection, point_id_for, refuse_scope_change)
 from .filters import scope_filter, search_plan
 from .sparse import document_sparse
 
@@ -150,14 +149,7 @@ class EdgeVectorStore(SearchThroughBatch):
             found = shard.query(requests[0]) if len(requests) == 1 else shard.query_batch(QueryBatchRequest(requests))
         if len(requests) == 1:
             found = [found]
-        results, answers = [], iter(found)
-        for p in planned:
-            if p is None:
-                results.append([])
-                continue
-            spec = p[0]
-            results.append([hit_from(r.id, r.score, r.payload) for r in next(answers) if spec.admits(r.payload)])
-        return results
+        return hits_per_search(planned, found)
 
     def _request(self, search: Search):
         """(filter spec, QueryRequest) for one search, or None when nothing can match."""

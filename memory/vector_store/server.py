@@ -16,7 +16,7 @@ from qdrant_client import models as m
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from .base import (DENSE, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, SearchThroughBatch, VectorStoreError,
-                   checked_point_payload, collection_name, hit_from, payload_selection, point_id_for,
+                   checked_point_payload, collection_name, hit_from, hits_per_search, payload_selection, point_id_for,
                    refuse_scope_change)
 from .filters import scope_filter, search_plan
 from .sparse import document_sparse
@@ -130,15 +130,7 @@ class ServerVectorStore(SearchThroughBatch):
             return [[] for _ in searches]
         with self._call() as client:
             found = client.query_batch_points(self.collection, requests=requests)
-        results, answers = [], iter(found)
-        for p in planned:
-            if p is None:
-                results.append([])
-                continue
-            spec = p[0]
-            results.append([hit_from(r.id, r.score, r.payload) for r in next(answers).points
-                            if spec.admits(r.payload)])
-        return results
+        return hits_per_search(planned, [answer.points for answer in found])
 
     def _request(self, search: Search):
         """(filter spec, QueryRequest) for one search, or None when nothing can match."""
