@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import Scope, ScopeMissing, point_id_for
+from .base import Scope, ScopeMissing, Search, payload_selection, point_id_for
 
 
 @dataclass(frozen=True)
@@ -96,15 +96,17 @@ def scope_filter(scope: Scope, *, statuses=None, kinds=None, not_expired_at: flo
     )
 
 
-def search_plan(scope: Scope, *, dim: int, dense, text, limit: int, kinds=None, statuses=None,
-                not_expired_at: float | None = None):
-    """What both backends check before a search: (filter spec, sparse query), or None when nothing can match."""
+def search_plan(search: Search, *, dim: int):
+    """What both backends check before a search: (filter spec, sparse query, payload to fetch), or None when
+    nothing can match. The payload is True (all of it) or the asked keys plus the guard keys."""
     from .sparse import query_sparse
 
-    spec = scope_filter(scope, statuses=statuses, kinds=kinds, not_expired_at=not_expired_at)
-    if dense is not None and len(dense) != dim:
-        raise ValueError(f"Query vector has {len(dense)} dimensions; the store holds {dim}-d vectors.")
-    sparse = query_sparse(text)
-    if spec.matches_nothing or limit <= 0 or (dense is None and sparse is None):
+    spec = scope_filter(search.scope, statuses=search.statuses, kinds=search.kinds,
+                        not_expired_at=search.not_expired_at)
+    if search.dense is not None and len(search.dense) != dim:
+        raise ValueError(f"Query vector has {len(search.dense)} dimensions; the store holds {dim}-d vectors.")
+    sparse = query_sparse(search.text)
+    if spec.matches_nothing or search.limit <= 0 or (search.dense is None and sparse is None):
         return None
-    return spec, sparse
+    selected = payload_selection(search.payload_keys)
+    return spec, sparse, True if selected is None else selected

@@ -16,7 +16,7 @@ from qdrant_client import models as m
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from .base import (DENSE, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, SearchThroughBatch, VectorStoreError,
-                   checked_point_payload, collection_name, hit_from, hits_per_search, payload_selection, point_id_for,
+                   checked_point_payload, collection_name, hit_from, hits_per_search, point_id_for,
                    refuse_scope_change)
 from .filters import scope_filter, search_plan
 from .sparse import document_sparse
@@ -134,16 +134,12 @@ class ServerVectorStore(SearchThroughBatch):
 
     def _request(self, search: Search):
         """(filter spec, QueryRequest) for one search, or None when nothing can match."""
-        dense = search.dense
-        plan = search_plan(search.scope, dim=self.dim, dense=dense, text=search.text, limit=search.limit,
-                           kinds=search.kinds, statuses=search.statuses, not_expired_at=search.not_expired_at)
+        plan = search_plan(search, dim=self.dim)
         if plan is None:
             return None
-        spec, sparse = plan
+        spec, sparse, with_payload = plan
         flt = spec.to_client()
-        limit = search.limit
-        selected = payload_selection(search.payload_keys)
-        with_payload = True if selected is None else selected
+        dense, limit = search.dense, search.limit
         if dense is not None and sparse is not None:
             fetch = max(limit * self._prefetch_factor, 20)
             request = m.QueryRequest(
