@@ -19,6 +19,7 @@ import openai
 from django.conf import settings
 
 from infra.errors import AppError, ServiceUnavailable
+from infra.llm import chat_completion_send
 from infra.tokens import count_message_tokens, count_tokens, truncate_to_tokens
 
 log = logging.getLogger(__name__)
@@ -126,15 +127,15 @@ class OpenAIChatModel:
         self.options = options or {}
 
     def complete(self, *, messages, tools, tool_choice, deadline, on_delta=None, cancel=None) -> ModelReply:
-        kwargs = {"model": self.name, "messages": messages, **self.options,
-                  "timeout": max(0.5, min(settings.LLM_TIMEOUT_SECONDS, deadline - time.monotonic()))}
+        body = {"model": self.name, "messages": messages, **self.options}
         if tools:
-            kwargs.update(tools=tools, tool_choice=tool_choice)
+            body.update(tools=tools, tool_choice=tool_choice)
+        timeout = max(0.5, min(settings.LLM_TIMEOUT_SECONDS, deadline - time.monotonic()))
         try:
             if on_delta is None:
-                return _reply_from_completion(self._client.chat.completions.create(**kwargs))
-            return _reply_from_stream(self._client.chat.completions.create(stream=True, **kwargs), on_delta=on_delta,
-                                      cancel=cancel, deadline=deadline)
+                return _reply_from_completion(chat_completion_send(self._client, body, timeout=timeout))
+            return _reply_from_stream(chat_completion_send(self._client, body, timeout=timeout, stream=True),
+                                      on_delta=on_delta, cancel=cancel, deadline=deadline)
         except openai.OpenAIError as exc:
             raise _llm_error(exc) from exc
 
