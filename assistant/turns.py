@@ -113,8 +113,9 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     # The context is composed before the input is stored, so the input appears once: as the new turn.
     session.refresh_from_db()
     tools = tool_definitions()
+    # No query rewrite: the model has the recall tool to search with words of its own choosing.
     ctx = context_compose(tenant=tenant, session=session, new_input=text, tools=tools,
-                          system_prompt=_system_prompt(client_system))
+                          system_prompt=_system_prompt(client_system), rewrite_query=False)
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
     # sent); what the loop adds on top is charged once it is known.
     quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)

@@ -216,22 +216,27 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str]) -> dict[str,
 
 
 def memory_retrieve(*, tenant, user, query: str, goal: str = "", k: int = 10, token_budget: int | None = None,
-                    exclude_session_id=None) -> list[RetrievedMemory]:
+                    exclude_session_id=None, rewrite: bool = True) -> list[RetrievedMemory]:
     """Active, unexpired memories of this tenant's user, best first. Raises ServiceUnavailable if Qdrant is down."""
     return memory_retrieve_for_users(tenant=tenant, users=[user], query=query, goal=goal, k=k,
-                                     token_budget=token_budget, exclude_session_id=exclude_session_id)
+                                     token_budget=token_budget, exclude_session_id=exclude_session_id,
+                                     rewrite=rewrite)
 
 
 def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: int = 10,
                               token_budget: int | None = None, exclude_session_id=None,
-                              expand_neighbours: bool = True, record_access: bool = True) -> list[RetrievedMemory]:
-    """Retrieval over the memories of several users of one tenant (e.g. both people of a conversation)."""
+                              expand_neighbours: bool = True, record_access: bool = True,
+                              rewrite: bool = True) -> list[RetrievedMemory]:
+    """Retrieval over the memories of several users of one tenant (e.g. both people of a conversation).
+
+    rewrite=False searches with the input and goal as they are, even where an LLM could rewrite them."""
     if tenant is None:
         from .vector_store import ScopeMissing
 
         raise ScopeMissing("Memory retrieval needs a tenant.")
     users = [u for u in users if u is not None and u.tenant_id == tenant.pk]
-    text = query_rewrite(query_build(query=query, goal=goal))
+    text = query_build(query=query, goal=goal)
+    text = query_rewrite(text) if rewrite else text
     if not users or not text.strip() or k <= 0:
         return []
     try:

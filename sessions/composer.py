@@ -285,13 +285,13 @@ class Rendered:
     kept: list = field(default_factory=list)  # memories that made it in
 
 
-def _retrieve(*, tenant, session, query: str, goal: str, token_budget: int) -> tuple[list, str]:
+def _retrieve(*, tenant, session, query: str, goal: str, token_budget: int, rewrite: bool) -> tuple[list, str]:
     from memory import retrieval
 
     try:
         found = retrieval.memory_retrieve(tenant=tenant, user=session.user, query=query, goal=goal,
                                           k=settings.CONTINUUM_CONTEXT_MEMORY_K, token_budget=token_budget,
-                                          exclude_session_id=session.pk)
+                                          exclude_session_id=session.pk, rewrite=rewrite)
         return list(found or []), "ok"
     except ServiceUnavailable as exc:
         log.warning("memory retrieval unavailable for session %s: %s", session.pk, exc)
@@ -308,8 +308,12 @@ def _as_budget(budget) -> ContextBudget:
 
 def context_compose(*, tenant, session, new_input: str, budget=None, tools: list[dict] | None = None,
                     system_prompt: str | None = None, include_memories: bool = True,
-                    buffer: Buffer | None = None) -> TurnContext:
-    """The model's context for the session's next turn. Redis errors propagate (the API answers 503)."""
+                    buffer: Buffer | None = None, rewrite_query: bool = True) -> TurnContext:
+    """The model's context for the session's next turn. Redis errors propagate (the API answers 503).
+
+    rewrite_query=False skips the LLM query rewrite: a caller whose model can search memories itself (assistant
+    mode's recall tool) does not pay one more model round trip before every turn.
+    """
     plan = _as_budget(budget)
     new_input = new_input or ""
     tools = list(tools or [])
@@ -334,7 +338,8 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
     query = new_input.strip() or buf.goal
     if include_memories and plan.caps.get("memories", 0) > 0 and query:
         memories, memory_status = _retrieve(tenant=tenant, session=session, query=query, goal=buf.goal,
-                                            token_budget=min(plan.caps["memories"], plan.total))
+                                            token_budget=min(plan.caps["memories"], plan.total),
+                                            rewrite=rewrite_query)
     groups = _turn_groups(recent)
     prompt = settings.CONTINUUM_SYSTEM_PROMPT if system_prompt is None else system_prompt
 

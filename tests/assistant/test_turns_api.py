@@ -94,6 +94,23 @@ def test_a_turn_records_input_and_answer(llm, alice_client, alice_session):
     assert sum(1 for m in sent["messages"] if m["content"] == "Hi, I need a flight.") == 1
 
 
+def test_a_turn_makes_no_query_rewrite_call_while_the_context_endpoint_does(llm, alice_client, alice_session,
+                                                                         settings):
+    """Assistant mode searches with the input as typed (the model has recall for its own queries): one model round
+    trip per answer, not two. The memory-service context endpoint still rewrites when an LLM is configured."""
+    settings.MEMORY_QUERY_REWRITE = True
+    llm.add(answer("Noted."))
+    resp = alice_client.post(turns_url(alice_session.id), {"input": "Book it like last time."}, format="json")
+    assert resp.status_code == 200, resp.content
+    assert len(llm.requests) == 1
+    assert [r for r in llm.structured_requests if r["response_format"]["json_schema"]["name"] == "memory_query"] == []
+
+    resp = alice_client.get(f"/api/v1/sessions/{alice_session.id}/context", {"input": "Which seat did I want?"})
+    assert resp.status_code == 200
+    rewrites = [r for r in llm.structured_requests if r["response_format"]["json_schema"]["name"] == "memory_query"]
+    assert len(rewrites) == 1 and "Which seat did I want?" in rewrites[0]["messages"][-1]["content"]
+
+
 def test_parallel_tool_calls_in_one_step_all_run_and_land_in_the_buffer(llm, alice, alice_user, alice_client,
                                                                         alice_session):
     from sessions.buffer import buffer_get
