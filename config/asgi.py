@@ -13,6 +13,16 @@ if settings.DEBUG:
 
     application = ASGIStaticFilesHandler(application)
 
+from infra.request_threads import RequestThreadPool  # noqa: E402
+
+application = RequestThreadPool(application, size=settings.ASGI_REQUEST_THREADS)
+
+if settings.EMBEDDING_WARM_AT_START:
+    # Loaded before the first request (a few seconds): /readyz answers only once the process can embed a query.
+    from infra.embedder import get_embedder
+
+    get_embedder().embed(["warm-up"])
+
 # Only the process that the run script marks hosts the worker, so a reloader or extra server never doubles it.
 if settings.CONTINUUM_EMBEDDED_WORKER and os.environ.get("CONTINUUM_HOST_WORKER") == "1":
     from infra.embedded_worker import start_embedded_worker

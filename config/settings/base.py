@@ -64,7 +64,10 @@ TEMPLATES = [
 VAR_DIR = Path(env("CONTINUUM_VAR_DIR", default=str(BASE_DIR / "var")))
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'continuum.sqlite3'}")}
-DATABASES["default"]["ATOMIC_REQUESTS"] = False  # endpoints wait on models; never hold a transaction across them
+DATABASES["default"]["ATOMIC_REQUESTS"] = False
+# Request threads are long-lived (infra/request_threads.py), so a connection is kept for the next request.
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # endpoints wait on models; never hold a transaction across them
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = []
@@ -124,6 +127,7 @@ EMBEDDING_THREADS = env.int("EMBEDDING_THREADS", default=1)
 # onnx: the same weights exported once to ONNX and run by ONNX Runtime (a short query ~2x faster than torch eager);
 # torch: sentence-transformers' own modules. The export is made offline from the packaged model and kept here.
 EMBEDDING_RUNTIME = env("EMBEDDING_RUNTIME", default="onnx")  # onnx | torch
+EMBEDDING_WARM_AT_START = env.bool("EMBEDDING_WARM_AT_START", default=True)  # web processes load the model first
 EMBEDDING_CACHE_DIR = Path(env("EMBEDDING_CACHE_DIR", default=str(VAR_DIR / "models")))
 
 # --- LLM (optional: not configured is a valid state) -------------------------
@@ -220,6 +224,9 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # --- Embedded topology -------------------------------------------------------
 # An Edge shard is locked to one process; in embedded mode the worker runs inside the web process.
 CONTINUUM_EMBEDDED_WORKER = env.bool("CONTINUUM_EMBEDDED_WORKER", default=False)
+# Long-lived threads for requests' sync code under ASGI (infra/request_threads.py); busy beyond them, a request gets
+# a fresh thread as Django would give it. Each keeps its own database connection.
+ASGI_REQUEST_THREADS = env.int("ASGI_REQUEST_THREADS", default=32)
 
 LOGGING = {
     "version": 1,
