@@ -9,13 +9,15 @@ In one run, everything on loopback:
     shard of --floor-points memories, and the Redis round trips of a turn (the data Redis's command count per turn,
     from INFO commandstats over the measured phase, times the PING round trip);
   * N users each open a session, send one warm-up turn, then --turns assistant turns
-    (POST /api/v1/sessions/{id}/turns), all at once;
+    (POST /api/v1/sessions/{id}/turns), all at once: back to back by default (a stress test), or with a think time
+    between a reply and the next turn (--think-ms), as people chat;
   * printed: throughput, turn latency, the non-LLM overhead p50/p95/p99 (turn latency minus the stub's time on the
-    calls made for that turn), error rate, Celery queue depth during the load and extraction lag after it.
+    calls made for that turn), error rate, Celery queue depth during the load and extraction lag after it, and the
+    CPU a turn costs (server process and whole machine), which bounds the turns per second this machine can serve.
 Target (issue 7): overhead p95 <= 2 x floor and 0 errors at 32 concurrent users.
 
-    .venv/bin/python bench/load.py [--users 32] [--turns 5] [--llm-latency-ms 200] [--database-url URL]
-                                   [--json out.json]
+    .venv/bin/python bench/load.py [--users 32] [--turns 5] [--llm-latency-ms 200] [--think-ms 0]
+                                   [--database-url URL] [--json out.json]
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -60,6 +63,8 @@ def _args(argv=None):
     p.add_argument("--users", type=int, default=32)
     p.add_argument("--turns", type=int, default=5, help="measured turns per user (after one warm-up turn)")
     p.add_argument("--llm-latency-ms", type=float, default=200.0)
+    p.add_argument("--think-ms", type=float, default=0.0,
+                   help="pause between a reply and the user's next turn, uniform in [0.5, 1.5] x this (0: none)")
     p.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", ""),
                    help="scratch database (default: PostgreSQL database continuum_bench_load on 127.0.0.1)")
     p.add_argument("--floor-points", type=int, default=2000)
@@ -268,6 +273,17 @@ def _timed(fn) -> float:
     return time.perf_counter() - t
 
 
+def _cpu_seconds(pid: int | None = None) -> float:
+    """CPU time used so far: one process's (user + system, /proc/PID/stat), or the whole machine's (/proc/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    if pid is not None:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+    busy = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in busy[:8])
+    return (user + nice + system + irq + softirq) / tick
+
+
 def _redis_calls(url: str) -> int:
     import redis
 
@@ -318,7 +334,10 @@ async def run_users(args, base_url: str, key: str, broker_url: str) -> dict:
             if ready == args.users:
                 start_gate.set()
             await start_gate.wait()
+            rng = random.Random(n)
             for k in range(1, args.turns + 1):
+                if args.think_ms > 0:
+                    await asyncio.sleep(rng.uniform(0.5, 1.5) * args.think_ms / 1000)
                 await turn(sid, k, True, n)
 
         async def sample_queues():
@@ -426,9 +445,9 @@ def _run(args, workdir: Path, procs: Processes) -> int:
 
     # The API exactly as scripts/run starts it in embedded mode (no Qdrant server here).
     server_log = open(workdir / "server.log", "w")
-    procs.start([str(Path(PY).with_name("uvicorn")), "config.asgi:application", "--host", "127.0.0.1", "--port",
-                 str(api_port), "--log-level", "warning"], cwd=REPO, env={**env, "CONTINUUM_HOST_WORKER": "1"},
-                stdout=server_log, stderr=subprocess.STDOUT)
+    server = procs.start([str(Path(PY).with_name("uvicorn")), "config.asgi:application", "--host", "127.0.0.1",
+                          "--port", str(api_port), "--log-level", "warning"], cwd=REPO,
+                         env={**env, "CONTINUUM_HOST_WORKER": "1"}, stdout=server_log, stderr=subprocess.STDOUT)
     import httpx
 
     base_url = f"http://127.0.0.1:{api_port}"
@@ -447,9 +466,11 @@ def _run(args, workdir: Path, procs: Processes) -> int:
           flush=True)
     # Redis commands are counted over the whole run, then divided by every turn (warm-up ones included).
     calls_before = _redis_calls(data_redis)
+    cpu_server0, cpu_machine0 = _cpu_seconds(server.pid), _cpu_seconds()
     t_start = time.time()
     result = asyncio.run(run_users(args, base_url, key, broker_redis))
     t_end = time.time()
+    cpu_server, cpu_machine = _cpu_seconds(server.pid) - cpu_server0, _cpu_seconds() - cpu_machine0
     redis_calls = _redis_calls(data_redis) - calls_before
 
     turns = result["turns"]
@@ -479,13 +500,20 @@ def _run(args, workdir: Path, procs: Processes) -> int:
                    "extraction_lag_s": {f"p{q}": _pct(lag["lags"], q) for q in (50, 95)},
                    "drain_after_load_s": lag["drain_s"], "unextracted": lag["pending"]},
         "wall_s": t_end - t_start,
+        # What a turn costs in CPU over the whole run (warm-up turns included; the worker's extraction of the
+        # run's messages only as far as it got): the server process alone, and the machine (database, Redis,
+        # load generator and stub included). cores / machine CPU per turn bounds the turns per second here.
+        "cpu_ms_per_turn": {"server_process": cpu_server / max(1, all_turns) * ms,
+                            "machine": cpu_machine / max(1, all_turns) * ms},
+        "cores": os.cpu_count(),
+        "think_ms": args.think_ms,
     }
     ratio = figures["overhead_ms"]["p95"] / figures["floor_ms"]["total"] if floor_total else float("nan")
     figures["overhead_p95_over_floor"] = ratio
 
     print()
     print(f"users {args.users}, measured turns {len(turns)}, LLM stub {args.llm_latency_ms:.0f} ms/call, "
-          f"wall {figures['wall_s']:.1f} s")
+          f"think time {args.think_ms:.0f} ms, wall {figures['wall_s']:.1f} s")
     print(f"throughput        {figures['throughput_turns_per_s']:.2f} turns/s")
     print(f"errors            {len(result['errors'])} ({figures['error_rate']:.1%})"
           + (f"  e.g. {result['errors'][0]}" if result["errors"] else ""))
@@ -496,6 +524,10 @@ def _run(args, workdir: Path, procs: Processes) -> int:
     print(f"floor             {f['total']:.1f} ms = embedding {f['embedding']:.1f} + filtered search "
           f"{f['filtered_search']:.1f} + {f['redis_commands_per_turn']:.0f} Redis commands x {f['redis_rtt']:.3f}")
     print(f"overhead p95 / floor = {ratio:.1f}x (target <= 2x)")
+    cpu = figures["cpu_ms_per_turn"]
+    print(f"CPU per turn      server process {cpu['server_process']:.0f} ms, machine {cpu['machine']:.0f} ms "
+          f"(all processes, load generator included) -> at most ~{os.cpu_count() * 1000 / max(cpu['machine'], 1e-9):.0f} "
+          f"turns/s on these {os.cpu_count()} cores")
     c = figures["celery"]
     print(f"celery            queue depth max {c['queue_depth_max']} mean {c['queue_depth_mean']:.1f}; "
           f"extraction lag p50 {c['extraction_lag_s']['p50']:.1f} s p95 {c['extraction_lag_s']['p95']:.1f} s; "
