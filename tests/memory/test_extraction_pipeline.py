@@ -35,6 +35,24 @@ def test_chatter_is_dropped_and_no_llm_call_is_made(alice, alice_user, settings)
     assert all(m.extracted_at is not None for m in Message.objects.filter(pk__in=[m.pk for m in messages]))
 
 
+def test_each_new_memory_text_is_embedded_once_for_the_duplicate_check_and_the_point(alice, alice_user):
+    from infra.embedder import get_embedder
+
+    embedder = get_embedder()
+    embedder.recent.clear()
+    computed: list[str] = []
+    inner = embedder._compute
+    embedder._compute = lambda texts: computed.extend(texts) or inner(texts)
+    try:
+        record_turns(alice, alice_user, [("user", FLIGHT)])
+    finally:
+        del embedder._compute
+    texts = list(_mine(alice, alice_user).values_list("text", flat=True))
+    assert len(texts) >= 3 and set(texts) <= set(computed)
+    assert len(computed) == len(set(computed))  # nothing computed twice
+    assert len(points_of(alice, alice_user)) == len(texts)
+
+
 def test_assistant_statements_never_become_memories(alice, alice_user):
     record_turns(alice, alice_user, [("assistant", "Your name is Bob and you love United Airlines."),
                                      ("assistant", "I prefer window seats and my order number is ZX-99812.")])
