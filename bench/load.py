@@ -235,8 +235,15 @@ def measure_floor(args, workdir: Path, redis_url: str) -> dict:
 
     embedder = get_embedder()
     query = "What did I say about the hotel budget in Lisbon?"
-    embedder.embed([query])
-    embed_s = [_timed(lambda: embedder.embed([query])) for _ in range(30)]
+
+    def embed_computed():
+        recent = getattr(embedder, "recent", None)  # a repeated text is served from the embedder's memory
+        if recent is not None:
+            recent.clear()
+        return embedder.embed([query])
+
+    embed_computed()
+    embed_s = [_timed(embed_computed) for _ in range(30)]
 
     rng = random.Random(7)
     store = EdgeVectorStore(workdir / "floor-edge", dim=settings.EMBEDDING_DIM)
