@@ -61,6 +61,17 @@ def _onnx_model_dir(source: str) -> str:
     return str(target)
 
 
+def _onnx_model(source: str):
+    import onnxruntime
+    from sentence_transformers import SentenceTransformer
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = settings.EMBEDDING_THREADS
+    options.inter_op_num_threads = 1
+    return SentenceTransformer(_onnx_model_dir(source), backend="onnx", device="cpu",
+                               model_kwargs={"session_options": options, "provider": "CPUExecutionProvider"})
+
+
 class RecentVectors:
     """Vectors of the texts embedded last, by text.
 
@@ -81,13 +92,13 @@ class RecentVectors:
                 self._vectors.move_to_end(t)
         missing = list(dict.fromkeys(t for t in texts if t not in found))
         if missing:
-            fresh = dict(zip(missing, compute(missing)))
+            fresh = dict(zip(missing, compute(missing), strict=True))
             found.update(fresh)
             with self._lock:
                 self._vectors.update(fresh)
                 while len(self._vectors) > self.size:
                     self._vectors.popitem(last=False)
-        return [found[t] for t in texts]
+        return [list(found[t]) for t in texts]  # copies: a caller changing its vector never changes the stored one
 
     def clear(self) -> None:
         with self._lock:
@@ -111,15 +122,12 @@ class LocalEmbedder:
             raise ImproperlyConfigured(f"EMBEDDING_RUNTIME must be onnx or torch, not {self.runtime!r}.")
         source = _local_model_path()
         if self.runtime == "onnx":
-            import onnxruntime
-
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = settings.EMBEDDING_THREADS
-            options.inter_op_num_threads = 1
-            self._model = SentenceTransformer(_onnx_model_dir(source), backend="onnx", device="cpu",
-                                              model_kwargs={"session_options": options,
-                                                            "provider": "CPUExecutionProvider"})
-        else:
+            try:
+                self._model = _onnx_model(source)
+            except Exception as exc:  # same vectors either way: a runtime that cannot load costs speed, not service
+                log.warning("ONNX embedding runtime unavailable (%s: %s); using torch", exc.__class__.__name__, exc)
+                self.runtime = "torch"
+        if self.runtime == "torch":
             self._model = SentenceTransformer(source, device="cpu").eval()
         self.dim = self._model.get_sentence_embedding_dimension()
         self._lock = threading.Lock() if self.runtime == "torch" else contextlib.nullcontext()

@@ -87,6 +87,21 @@ def test_a_text_embedded_again_moments_later_is_not_computed_twice():
     assert computed[-1] == "bb"
 
 
+def test_an_onnx_runtime_that_cannot_load_falls_back_to_torch(settings, tmp_path):
+    target = tmp_path / "models"
+    target.write_text("not a folder")  # the export cannot be written here
+    settings.EMBEDDING_CACHE_DIR = target
+    embedder = LocalEmbedder(runtime="onnx")
+    assert embedder.runtime == "torch"
+    assert len(embedder.embed(["still works"])[0]) == 384
+
+
+def test_a_vector_handed_out_is_a_copy(embedder):
+    first = embedder.embed(["copy me"])[0]
+    first[0] = 42.0
+    assert embedder.embed(["copy me"])[0][0] != 42.0
+
+
 def test_unknown_runtime_is_a_configuration_error():
     from django.core.exceptions import ImproperlyConfigured
 
