@@ -205,6 +205,7 @@ def main(argv=None) -> dict:
     from infra.tokens import count_tokens
     from memory.models import MemoryRecord
     from memory.retrieval import memory_retrieve_for_users
+    from sessions.composer import ContextBudget
     from sessions.models import Message
     from tenants.models import EndUser, Tenant
     from tenants.services import tenant_create
@@ -212,6 +213,10 @@ def main(argv=None) -> dict:
     import torch
 
     torch.set_num_threads(max(1, args.torch_threads))
+    from django.conf import settings
+
+    plan = ContextBudget.default()
+    turn_k, turn_budget = settings.CONTINUUM_CONTEXT_MEMORY_K, min(plan.caps["memories"], plan.total)
     embedder = CachingEmbedder(get_embedder())
     set_embedder(embedder)
     reused = _reused_import(marker, data, Tenant, EndUser) if args.reuse_dir else None
@@ -251,7 +256,8 @@ def main(argv=None) -> dict:
     total_memories = MemoryRecord.objects.filter(tenant=tenant).count()
 
     ours = {"recall_at": {k: [] for k in KS}, "recall_within": {b: [] for b in BUDGETS},
-            "tokens": {b: [] for b in BUDGETS}, "latency_ms": [], "latency_ms_topk": [], "embed_ms": [],
+            "tokens": {b: [] for b in BUDGETS}, "latency_ms": [], "latency_ms_topk": [], "latency_ms_turn": [],
+            "embed_ms": [],
             "tokens_with_provenance": {b: [] for b in BUDGETS}}
     base = {"recall_at": {k: [] for k in KS}, "recall_within": {b: [] for b in BUDGETS},
             "tokens": {b: [] for b in BUDGETS}, "latency_ms": []}
@@ -283,6 +289,11 @@ def main(argv=None) -> dict:
             top = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=max(KS),
                                             record_access=False)
             ours["latency_ms_topk"].append((time.perf_counter() - start) * 1000)
+            # The call a turn's context makes: the composer's k and memory-section budget (reported beside).
+            start = time.perf_counter()
+            memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=turn_k,
+                                      token_budget=turn_budget, record_access=False)
+            ours["latency_ms_turn"].append((time.perf_counter() - start) * 1000)
             for k in KS:
                 found = set().union(*[memory_dia_ids(m, dia_of) for m in top[:k]]) if top else set()
                 ours["recall_at"][k].append(evidence_recall(evidence, found))
@@ -335,6 +346,9 @@ def main(argv=None) -> dict:
         if "latency_ms_topk" in d:
             out["latency_ms_topk_p50"] = round(percentile(d["latency_ms_topk"], 0.5), 2)
             out["latency_ms_topk_p95"] = round(percentile(d["latency_ms_topk"], 0.95), 2)
+            out["latency_ms_turn_p50"] = round(percentile(d["latency_ms_turn"], 0.5), 2)
+            out["latency_ms_turn_p95"] = round(percentile(d["latency_ms_turn"], 0.95), 2)
+            out["turn_call"] = {"k": turn_k, "token_budget": turn_budget}
         return out
 
     result = {
@@ -377,6 +391,9 @@ def _print(r: dict) -> None:
                                                      for b in BUDGETS) + "  (not counted in the budgets above)")
     print(f"{'retrieval p50 / p95 (ms)':28}{s['latency_ms_p50']:>6.1f} /{s['latency_ms_p95']:>5.1f}"
           f"{b['latency_ms_p50']:>9.1f} /{b['latency_ms_p95']:>5.1f}")
+    t = s["turn_call"]
+    print(f"{'  as a turn calls it':28}{s['latency_ms_turn_p50']:>6.1f} /{s['latency_ms_turn_p95']:>5.1f}"
+          f"  (k={t['k']}, budget {t['token_budget']} tokens: the composer's memory section)")
     print(f"{'query embedding alone p50/p95':28}{s['query_embedding_ms_p50']:>6.1f} /{s['query_embedding_ms_p95']:>5.1f}")
     print(f"full conversation: {r['full_conversation_tokens_mean']:.0f} tokens on average; "
           f"recall within 1,000 tokens by category: {r['service_recall_within_1000_by_category']}")
