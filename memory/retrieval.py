@@ -134,12 +134,7 @@ def _gather(*, tenant, user_ids: list[str], vector, text: str, limit: int, now_e
                                 not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS),
                          Search(scope, dense=None, text=text, limit=limit, statuses=("active",),
                                 not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS)]
-        batch = getattr(store, "search_batch", None)
-        if batch is not None:
-            results = batch(searches)  # dense and BM25 for every user planned as one pass over the shard
-        else:
-            results = [store.search(s.scope, dense=s.dense, text=s.text, limit=s.limit, statuses=s.statuses,
-                                    not_expired_at=s.not_expired_at) for s in searches]
+        results = store.search_batch(searches)  # dense and BM25 for every user planned as one pass over the shard
         for i, hits in enumerate(results):
             attr = "dense" if i % 2 == 0 else "sparse"
             for hit in hits:

@@ -10,8 +10,8 @@ import logging
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from redis import exceptions as redis_errors
 from django.db import transaction
+from redis import exceptions as redis_errors
 
 from infra import clock
 from infra.embedder import get_embedder

@@ -157,6 +157,8 @@ def test_store_down_raises_service_unavailable(alice, alice_user):
         def search(self, *args, **kwargs):
             raise ConnectionError("connection refused")
 
+        search_batch = search
+
     set_vector_store(DownStore())
     try:
         with pytest.raises(ServiceUnavailable):

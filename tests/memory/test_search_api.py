@@ -74,6 +74,8 @@ def test_store_down_is_503(alice_client, alice_user, stored):
         def search(self, *args, **kwargs):
             raise ConnectionError("refused")
 
+        search_batch = search
+
     set_vector_store(DownStore())
     try:
         resp = alice_client.get(_url(alice_user.pk, q="seats"))
