@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -72,6 +73,39 @@ def _onnx_model(source: str):
                                model_kwargs={"session_options": options, "provider": "CPUExecutionProvider"})
 
 
+class _OnnxDirect:
+    """The ONNX session fed straight from the fast tokenizer, mean-pooled and normalised in numpy.
+
+    What sentence-transformers' own modules compute for this model (Transformer, mean Pooling, Normalize), without
+    their torch tensors and Python layers around the session: less CPU per call, and the session runs with the GIL
+    released, so a query embedding overlaps the request's other work instead of queueing for the interpreter.
+    Built only when the pipeline is exactly that; anything else keeps the modules.
+    """
+
+    def __init__(self, model):
+        transformer, pooling = model[0], model[1]
+        config = pooling.get_config_dict()
+        modes = {k for k, v in config.items() if k.startswith("pooling_mode_") and v is True}
+        session = getattr(getattr(transformer, "auto_model", None), "model", None)
+        if ([type(m).__name__ for m in model] != ["Transformer", "Pooling", "Normalize"]
+                or modes != {"pooling_mode_mean_tokens"} or not hasattr(session, "run")):
+            raise ValueError("not a plain mean-pooled transformer")
+        self._session = session
+        self._tokenizer = transformer.tokenizer
+        self._max_length = model.max_seq_length
+        self._inputs = [i.name for i in session.get_inputs()]
+        self._output = [o.name for o in session.get_outputs()].index("last_hidden_state")
+
+    def __call__(self, texts: list[str]):
+        import numpy as np
+
+        enc = self._tokenizer(texts, padding=True, truncation=True, max_length=self._max_length, return_tensors="np")
+        hidden = self._session.run(None, {name: enc[name] for name in self._inputs})[self._output]
+        mask = enc["attention_mask"][..., None].astype(hidden.dtype)
+        pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+        return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+
+
 class RecentVectors:
     """Vectors of the texts embedded last, by text.
 
@@ -130,6 +164,12 @@ class LocalEmbedder:
         if self.runtime == "torch":
             self._model = SentenceTransformer(source, device="cpu").eval()
         self.dim = self._model.get_sentence_embedding_dimension()
+        self._direct = None
+        if self.runtime == "onnx":
+            try:
+                self._direct = _OnnxDirect(self._model)
+            except Exception as exc:  # the modules compute the same vectors, only slower
+                log.info("ONNX embeddings through sentence-transformers' modules: %s", exc)
         self._lock = threading.Lock() if self.runtime == "torch" else contextlib.nullcontext()
         self.recent = RecentVectors()
 
@@ -138,6 +178,10 @@ class LocalEmbedder:
 
     def _compute(self, texts: list[str]) -> list[list[float]]:
         out: list[list[float]] = []
+        if self._direct is not None:
+            for start in range(0, len(texts), 64):
+                out.extend(self._direct(texts[start:start + 64]).tolist())
+            return out
         # The model's own modules (transformer, mean pooling, normalisation) run directly: encode() would move
         # the model to its device and sort and convert on every call, which costs more than a short query's forward.
         # torch: one forward at a time, its CPU threads are shared. ONNX Runtime sessions run calls side by side (each
@@ -174,6 +218,8 @@ class OpenAIEmbedder:
 
 
 _override: Embedder | None = None
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
@@ -183,6 +229,23 @@ def _default() -> Embedder:
 
 def get_embedder() -> Embedder:
     return _override or _default()
+
+
+def embed_soon(texts: list[str]) -> concurrent.futures.Future:
+    """Embed on a background thread; the future holds the vectors (or the embedder's exception).
+
+    A query's embedding is the longest step of a retrieval and needs no database or vector store: the caller runs
+    its keyword search and database reads meanwhile. ONNX Runtime, torch and the OpenAI client all release the GIL
+    while they work, so the two really overlap.
+    """
+    global _pool
+    if _pool is None:
+        with _pool_lock:
+            if _pool is None:
+                _pool = concurrent.futures.ThreadPoolExecutor(max_workers=settings.EMBEDDING_QUERY_WORKERS,
+                                                              thread_name_prefix="query-embed")
+    embedder = get_embedder()  # chosen on the caller's thread: an override set there applies
+    return _pool.submit(embedder.embed, texts)
 
 
 def set_embedder(embedder: Embedder | None) -> None:

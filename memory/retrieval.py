@@ -25,15 +25,15 @@ from datetime import datetime, timezone
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 
 from infra import clock
-from infra.embedder import get_embedder
+from infra.embedder import embed_soon
 from infra.errors import ServiceUnavailable
 from infra.tokens import count_tokens, truncate_to_tokens
 
-from .models import MemoryKind, MemoryRecord, MemoryStatus
+from .models import MemoryKind
 from .provenance import provenance_line, session_numbers
+from .retrieval_reads import memory_rows, turns_at
 from .vector_store import Scope, get_vector_store
 from .vector_store.base import Search
 
@@ -122,21 +122,18 @@ def _standardise(values: dict[str, float]) -> tuple[dict[str, float], float]:
 HIT_PAYLOAD_KEYS = ("session_id",)
 
 
-def _gather(*, tenant, user_ids: list[str], vector, text: str, limit: int, now_epoch: float) -> dict[str, _Candidate]:
+def _gather(*, tenant, user_ids: list[str], limit: int, now_epoch: float, vector=None, text: str | None = None,
+            into: dict[str, _Candidate] | None = None) -> dict[str, _Candidate]:
+    """The dense (vector) or BM25 (text) candidates of every user in scope, added to `into`."""
     store = get_vector_store()
-    found: dict[str, _Candidate] = {}
+    found = {} if into is None else into
     tenant_id = str(tenant.pk)
+    attr = "dense" if vector is not None else "sparse"
     try:
-        searches = []
-        for user_id in user_ids:
-            scope = Scope(tenant_id=tenant_id, user_id=user_id)
-            searches += [Search(scope, dense=vector, text=None, limit=limit, statuses=("active",),
-                                not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS),
-                         Search(scope, dense=None, text=text, limit=limit, statuses=("active",),
-                                not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS)]
-        results = store.search_batch(searches)  # dense and BM25 for every user planned as one pass over the shard
-        for i, hits in enumerate(results):
-            attr = "dense" if i % 2 == 0 else "sparse"
+        searches = [Search(Scope(tenant_id=tenant_id, user_id=user_id), dense=vector, text=text, limit=limit,
+                           statuses=("active",), not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS)
+                    for user_id in user_ids]
+        for hits in store.search_batch(searches):  # every user's search planned as one pass over the shard
             for hit in hits:
                 # Second guard after the store's own: a hit outside this tenant and these users is dropped.
                 if hit.payload.get("tenant_id") != tenant_id or hit.payload.get("user_id") not in user_ids:
@@ -176,8 +173,6 @@ def _adjust(c: _Candidate, row: dict, now: datetime) -> float:
 
 def _neighbours(*, tenant, rows: list[dict], names: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
     """For each memory's source message: [(message_id, rendered turn)] of the turns just before and after it."""
-    from sessions.models import Message
-
     from .extraction.classify import informative_text
     from .extraction.secrets import secrets_redact
 
@@ -186,21 +181,14 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str]) -> dict[str,
                  if r["source_message_id"] and r["source_message__seq"] is not None]
     if not positions:
         return {}
-    cond = Q()
-    for _, sid, seq in positions:
-        cond |= Q(session_id=sid, seq__in=(seq - 1, seq + 1))
-    around = defaultdict(list)
-    # No ORDER BY (the model's default ordering): the turns are looked up by position, not read in order.
-    for m in Message.objects.filter(cond, tenant=tenant).order_by().values("pk", "session_id", "seq", "role", "name",
-                                                                           "content", "session__user_id"):
-        around[(m["session_id"], m["seq"])].append(m)
+    wanted = [(sid, s) for _, sid, seq in positions for s in (seq - 1, seq + 1)]
+    around = {(m["session_id"], m["seq"]): m for m in turns_at(tenant=tenant, positions=wanted)}
     out: dict[str, list[tuple[str, str]]] = {}
     for mid, sid, seq in positions:
         turns = []
         for s in (seq - 1, seq + 1):
-            for m in around.get((sid, s), []):
-                if m["role"] not in ("user", "assistant"):
-                    continue
+            m = around.get((sid, s))
+            if m is not None and m["role"] in ("user", "assistant"):
                 who = names.get(str(m["session__user_id"]), "The user") if m["role"] == "user" \
                     else (m["name"] or "Assistant")
                 body = secrets_redact(informative_text(m["content"]) or m["content"]).text
@@ -235,14 +223,23 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     if not users or not text.strip() or k <= 0:
         return []
     try:
-        vector = get_embedder().embed([text])[0]
+        pending = embed_soon([text])
     except Exception as exc:
         raise ServiceUnavailable(f"Embedding the query failed: {exc.__class__.__name__}", code="embedder_unavailable") \
             from exc
     now = clock.now()
     user_ids = [str(u.pk) for u in users]
-    cands = _gather(tenant=tenant, user_ids=user_ids, vector=vector, text=text,
-                    limit=settings.MEMORY_RETRIEVAL_CANDIDATES, now_epoch=now.timestamp())
+    limit = settings.MEMORY_RETRIEVAL_CANDIDATES
+    # The keyword search needs only the text, and session numbers only the users: both run while the query is
+    # embedded (the longest step), then the dense search joins them.
+    cands = _gather(tenant=tenant, user_ids=user_ids, text=text, limit=limit, now_epoch=now.timestamp())
+    numbers = session_numbers(tenant=tenant, user_ids=user_ids)
+    try:
+        vector = pending.result()[0]
+    except Exception as exc:
+        raise ServiceUnavailable(f"Embedding the query failed: {exc.__class__.__name__}", code="embedder_unavailable") \
+            from exc
+    _gather(tenant=tenant, user_ids=user_ids, vector=vector, limit=limit, now_epoch=now.timestamp(), into=cands)
     if exclude_session_id is not None:
         cands = {mid: c for mid, c in cands.items() if c.payload.get("session_id") != str(exclude_session_id)}
     if not cands:
@@ -253,13 +250,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     shortlist = sorted(cands.values(), key=lambda c: c.score, reverse=True)[:max(wanted, 40)]
     # The database is the truth: a row changed since the point was written (deleted, superseded, expired, moved)
     # does not come back, whatever the payload says.
-    rows = {str(r["id"]): r for r in MemoryRecord.objects.filter(
-        tenant=tenant, user_id__in=user_ids, pk__in=[c.memory_id for c in shortlist], status=MemoryStatus.ACTIVE)
-        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-        .order_by()  # the rows are looked up by id: sorting them by the model's default ordering is wasted work
-        .values("id", "user_id", "kind", "text", "source_type", "created_at", "session_id", "source_message_id",
-                "source_message_ids", "confidence", "importance", "access_count", "metadata", "source_message__seq",
-                "source_message__session_id")}
+    rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for c in shortlist], now=now)
     ranked = sorted(((c, rows[c.memory_id]) for c in shortlist if c.memory_id in rows),
                     key=lambda cr: _adjust(cr[0], cr[1], now), reverse=True)
     names = {str(u.pk): (u.display_name or "").strip() or "The user" for u in users}
@@ -268,7 +259,6 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     if expand:
         top_events = [r for _, r in ranked if r["kind"] == MemoryKind.EVENT][:settings.MEMORY_NEIGHBOUR_EXPANSION_HITS + 1]
         nearby = _neighbours(tenant=tenant, rows=top_events, names=names)
-    numbers = session_numbers(tenant=tenant, user_ids=user_ids)
 
     out: list[RetrievedMemory] = []
     shown_turns: set[str] = set()  # messages whose full text is already in the result

@@ -124,6 +124,8 @@ EMBEDDING_DIM = env.int("EMBEDDING_DIM", default=384)
 EMBEDDING_BASE_URL = env("EMBEDDING_BASE_URL", default="")
 EMBEDDING_API_KEY = env("EMBEDDING_API_KEY", default="")
 EMBEDDING_THREADS = env.int("EMBEDDING_THREADS", default=1)
+# Query embeddings run beside the request's own work (infra.embedder.embed_soon): at most this many at once.
+EMBEDDING_QUERY_WORKERS = env.int("EMBEDDING_QUERY_WORKERS", default=8)
 # onnx: the same weights exported once to ONNX and run by ONNX Runtime (a short query ~2x faster than torch eager);
 # torch: sentence-transformers' own modules. The export is made offline from the packaged model and kept here.
 EMBEDDING_RUNTIME = env("EMBEDDING_RUNTIME", default="onnx")  # onnx | torch

@@ -55,6 +55,32 @@ def test_default_runtime_is_onnx_and_matches_torch_vector_for_vector(embedder, s
         assert _cos(a, b) > 0.9999
 
 
+def test_onnx_vectors_skip_the_modules_but_equal_what_they_compute(embedder):
+    """The session is fed straight from the tokenizer: same padding, truncation, mean pooling and normalisation."""
+    assert embedder._direct is not None
+    texts = ["ok", "A much longer sentence, with many more tokens, so that the short ones are padded in the batch.",
+             "word " * 400]  # past the model's 256-token window: truncated the same way
+    direct = embedder._compute(texts)
+    through_modules, embedder._direct = embedder._direct, None
+    try:
+        modules = embedder._compute(texts)
+    finally:
+        embedder._direct = through_modules
+    for a, b in zip(direct, modules, strict=True):
+        assert max(abs(x - y) for x, y in zip(a, b)) < 1e-5
+
+
+def test_a_pipeline_other_than_mean_pooling_keeps_the_modules():
+    from infra.embedder import _OnnxDirect
+
+    class Pooling:
+        def get_config_dict(self):
+            return {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}
+
+    with pytest.raises(ValueError):
+        _OnnxDirect([object(), Pooling(), object()])
+
+
 def test_onnx_export_is_made_once_and_reused(settings, tmp_path):
     settings.EMBEDDING_CACHE_DIR = tmp_path / "models"
     first = LocalEmbedder(runtime="onnx")

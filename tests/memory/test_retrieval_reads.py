@@ -1,0 +1,74 @@
+"""The retrieval's two hot reads: one SQL statement each on PostgreSQL, the ORM elsewhere. Same rows, same keys,
+and the same scoping: another tenant's or another user's ids, deleted and expired memories never come back."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from infra import clock
+from memory.models import MemoryRecord, MemoryStatus
+from memory.retrieval_reads import memory_rows, memory_rows_orm, turns_at, turns_at_orm
+from memory.services import memory_create
+from sessions.models import Message
+
+from .memory_support import record_turns
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def stored(alice, bob, alice_user):
+    from tenants.services import end_user_create
+
+    alice.memory_ttl_days = {"event": None, "goal": None}
+    alice.save()
+    other = end_user_create(tenant=alice, external_id="alice-user-2", display_name="Zed")
+    outsider = end_user_create(tenant=bob, external_id="alice-user-1", display_name="Ada")
+    session, messages = record_turns(alice, alice_user, [("user", "I prefer aisle seats on long flights."),
+                                                         ("assistant", "Noted: aisle seats."),
+                                                         ("user", "My sister Ana lives in Porto since 2019.")])
+    _, theirs = record_turns(bob, outsider, [("user", "I prefer window seats."), ("assistant", "Noted.")])
+    gone = memory_create(tenant=alice, user=alice_user, kind="fact", text="I used to live in Leeds.")
+    MemoryRecord.objects.filter(pk=gone.pk).update(status=MemoryStatus.DELETED)
+    stale = memory_create(tenant=alice, user=alice_user, kind="fact", text="My passport expires soon.")
+    MemoryRecord.objects.filter(pk=stale.pk).update(expires_at=clock.now() - timedelta(days=1))
+    return {"other": memory_create(tenant=alice, user=other, kind="fact", text="Zed likes jazz."),
+            "outsider_ids": [str(pk) for pk in MemoryRecord.objects.filter(tenant=bob).values_list("pk", flat=True)],
+            "gone": str(gone.pk), "stale": str(stale.pk), "messages": messages, "theirs": theirs, "session": session}
+
+
+def test_memory_rows_match_the_orm_and_keep_their_scope(alice, alice_user, stored):
+    assert connection.vendor == "postgresql"  # the suite runs on PostgreSQL, so the SQL path is the one compared
+    mine = [str(pk) for pk in MemoryRecord.objects.filter(tenant=alice, user=alice_user,
+                                                          status=MemoryStatus.ACTIVE).values_list("pk", flat=True)]
+    asked = mine + [str(stored["other"].pk), stored["gone"], stored["stale"], *stored["outsider_ids"]]
+    now = clock.now()
+    native = memory_rows(tenant=alice, user_ids=[str(alice_user.pk)], memory_ids=asked, now=now)
+    orm = {str(r["id"]): r for r in memory_rows_orm(tenant=alice, user_ids=[str(alice_user.pk)], memory_ids=asked,
+                                                     now=now)}
+    assert set(native) == set(orm) == set(mine) - {stored["stale"]}
+    assert native == orm  # every key and value, JSON columns parsed, the source turn's position included
+    assert any(r["source_message__seq"] is not None for r in native.values())
+    assert memory_rows(tenant=alice, user_ids=[str(alice_user.pk)], memory_ids=[], now=now) == {}
+
+
+def test_memory_rows_of_another_tenant_never_come_back_even_for_its_own_users(alice, stored):
+    bob_user_ids = [str(u) for u in MemoryRecord.objects.filter(pk__in=stored["outsider_ids"])
+                    .values_list("user_id", flat=True)]
+    assert not memory_rows(tenant=alice, user_ids=bob_user_ids, memory_ids=stored["outsider_ids"], now=clock.now())
+
+
+def test_turns_at_match_the_orm_and_stay_in_the_tenant(alice, bob, stored):
+    first, second, third = stored["messages"]
+    theirs = stored["theirs"][0]
+    positions = [(first.session_id, first.seq), (third.session_id, third.seq), (first.session_id, 99),
+                 (theirs.session_id, theirs.seq)]
+    native = sorted(turns_at(tenant=alice, positions=positions), key=lambda m: m["seq"])
+    orm = sorted(turns_at_orm(tenant=alice, positions=positions), key=lambda m: m["seq"])
+    assert native == orm
+    assert [m["pk"] for m in native] == [first.pk, third.pk]
+    assert native[0]["session__user_id"] == Message.objects.get(pk=first.pk).session.user_id
+    assert [m["pk"] for m in turns_at(tenant=bob, positions=positions)] == [theirs.pk]
+    assert turns_at(tenant=alice, positions=[]) == []
