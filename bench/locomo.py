@@ -67,6 +67,8 @@ def _setup_django(args, workdir: Path) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    # Measured as deployed: DEBUG's cursor wrapper records every query (what bench/load.py turns off too).
+    os.environ.setdefault("DJANGO_DEBUG", "0")
     if not args.use_llm:
         for key in ("LLM_BASE_URL", "LLM_MODEL", "LLM_FAST_MODEL", "LLM_API_KEY"):
             os.environ[key] = ""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from infra.embedder import get_embedder
+from infra.tokens import count_tokens
 
 from .models import MemoryRecord
 from .vector_store import MemoryPoint
@@ -20,6 +21,7 @@ def point_payload(record: MemoryRecord) -> dict:
         "kind": record.kind,
         "status": record.status,
         "text": record.text,
+        "tokens": count_tokens(record.text),  # its size in a context: how deep retrieval reads to fill a budget
         "source_type": record.source_type,
         "confidence": float(record.confidence),
         "importance": float(record.importance),

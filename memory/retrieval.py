@@ -119,7 +119,9 @@ def _standardise(values: dict[str, float]) -> tuple[dict[str, float], float]:
 
 # What retrieval reads from a hit's payload (the store adds the keys its scope guard needs): the memory text and
 # the other display fields come from the database rows, so they are not copied out of the store for every hit.
-HIT_PAYLOAD_KEYS = ("session_id",)
+HIT_PAYLOAD_KEYS = ("session_id", "tokens")
+SHORTLIST_MIN = 40
+UNSIZED_TOKENS = 20  # a point written before sizes were kept in its payload counts as a short memory
 
 
 def _gather(*, tenant, user_ids: list[str], limit: int, now_epoch: float, vector=None, text: str | None = None,
@@ -161,6 +163,23 @@ def _fuse(cands: dict[str, _Candidate]) -> None:
         prior = sum(best) / len(best)
         for m in members:
             m.score = m.fused + prior
+
+
+def _shortlist(ordered: list[_Candidate], *, k: int, token_budget: int | None) -> list[_Candidate]:
+    """The best candidates, enough of them to fill k, or the token budget twice over by their own sizes.
+
+    The rows read for them can still be dropped (changed since the point was written, a second memory of one turn,
+    too long for what is left of the budget) and the final ranking moves them a little: the margin covers that.
+    """
+    depth = 4 * k
+    if token_budget is not None:
+        need, used = 2 * token_budget, 0
+        for i, c in enumerate(ordered[:depth], 1):
+            used += c.payload.get("tokens") or UNSIZED_TOKENS
+            if used >= need:
+                depth = i
+                break
+    return ordered[:max(depth, SHORTLIST_MIN)]
 
 
 def _adjust(c: _Candidate, row: dict, now: datetime) -> float:
@@ -245,9 +264,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     if not cands:
         return []
     _fuse(cands)
-    # Enough candidates to fill k (or the budget, at ~10 tokens for the shortest memories) after the checks below.
-    wanted = min(4 * k, token_budget // 10 + 20) if token_budget else 4 * k
-    shortlist = sorted(cands.values(), key=lambda c: c.score, reverse=True)[:max(wanted, 40)]
+    shortlist = _shortlist(sorted(cands.values(), key=lambda c: c.score, reverse=True), k=k, token_budget=token_budget)
     # The database is the truth: a row changed since the point was written (deleted, superseded, expired, moved)
     # does not come back, whatever the payload says.
     rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for c in shortlist], now=now)

@@ -72,3 +72,24 @@ def test_turns_at_match_the_orm_and_stay_in_the_tenant(alice, bob, stored):
     assert native[0]["session__user_id"] == Message.objects.get(pk=first.pk).session.user_id
     assert [m["pk"] for m in turns_at(tenant=bob, positions=positions)] == [theirs.pk]
     assert turns_at(tenant=alice, positions=[]) == []
+
+
+def test_the_shortlist_reads_enough_candidates_to_fill_the_budget_twice_by_their_sizes():
+    from memory.retrieval import SHORTLIST_MIN, UNSIZED_TOKENS, _Candidate, _shortlist
+
+    sized = [_Candidate(str(i), {"tokens": 25}) for i in range(500)]
+    assert len(_shortlist(sized, k=1000, token_budget=2000)) == 2 * 2000 // 25  # 160 candidates hold 4,000 tokens
+    assert len(_shortlist(sized, k=1000, token_budget=100)) == SHORTLIST_MIN  # never fewer than the floor
+    assert len(_shortlist(sized, k=20, token_budget=2000)) == 80  # nor more than k asks for (4 per slot)
+    assert len(_shortlist(sized, k=20, token_budget=None)) == 80
+    unsized = [_Candidate(str(i), {}) for i in range(500)]
+    assert len(_shortlist(unsized, k=1000, token_budget=1000)) == 2 * 1000 // UNSIZED_TOKENS
+    assert len(_shortlist(sized[:10], k=1000, token_budget=2000)) == 10
+
+
+def test_a_points_payload_carries_its_text_size(alice, alice_user):
+    from infra.tokens import count_tokens
+    from memory.points import point_payload
+
+    memory = memory_create(tenant=alice, user=alice_user, kind="fact", text="My sister Ana lives in Porto.")
+    assert point_payload(memory)["tokens"] == count_tokens(memory.text)
