@@ -178,21 +178,20 @@ class LocalEmbedder:
 
     def _compute(self, texts: list[str]) -> list[list[float]]:
         out: list[list[float]] = []
+        for start in range(0, len(texts), 64):
+            out.extend(self._batch(texts[start:start + 64]))
+        return out
+
+    def _batch(self, texts: list[str]) -> list[list[float]]:
         if self._direct is not None:
-            for start in range(0, len(texts), 64):
-                out.extend(self._direct(texts[start:start + 64]).tolist())
-            return out
+            return self._direct(texts).tolist()
         # The model's own modules (transformer, mean pooling, normalisation) run directly: encode() would move
         # the model to its device and sort and convert on every call, which costs more than a short query's forward.
         # torch: one forward at a time, its CPU threads are shared. ONNX Runtime sessions run calls side by side (each
         # with its own intra-op threads), so a query on the request path never waits for the worker's batch.
         with self._lock, self._torch.inference_mode():
-            for start in range(0, len(texts), 64):
-                features = self._model.tokenize(texts[start:start + 64])
-                vecs = self._model(features)["sentence_embedding"]
-                vecs = self._torch.nn.functional.normalize(vecs, p=2, dim=1)
-                out.extend(vecs.tolist())
-        return out
+            vecs = self._model(self._model.tokenize(texts))["sentence_embedding"]
+            return self._torch.nn.functional.normalize(vecs, p=2, dim=1).tolist()
 
 
 class OpenAIEmbedder:
@@ -244,7 +243,12 @@ def embed_soon(texts: list[str]) -> concurrent.futures.Future:
             if _pool is None:
                 _pool = concurrent.futures.ThreadPoolExecutor(max_workers=settings.EMBEDDING_QUERY_WORKERS,
                                                               thread_name_prefix="query-embed")
-    embedder = get_embedder()  # chosen on the caller's thread: an override set there applies
+    try:
+        embedder = get_embedder()  # chosen on the caller's thread: an override set there applies
+    except Exception as exc:  # a model that cannot load fails the future, like any other embedding failure
+        failed: concurrent.futures.Future = concurrent.futures.Future()
+        failed.set_exception(exc)
+        return failed
     return _pool.submit(embedder.embed, texts)
 
 

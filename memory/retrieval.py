@@ -241,11 +241,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     text = query_rewrite(text) if rewrite else text
     if not users or not text.strip() or k <= 0:
         return []
-    try:
-        pending = embed_soon([text])
-    except Exception as exc:
-        raise ServiceUnavailable(f"Embedding the query failed: {exc.__class__.__name__}", code="embedder_unavailable") \
-            from exc
+    pending = embed_soon([text])
     now = clock.now()
     user_ids = [str(u.pk) for u in users]
     limit = settings.MEMORY_RETRIEVAL_CANDIDATES

@@ -17,9 +17,9 @@ from sessions.models import Message, Session
 
 from .models import MemoryRecord, MemoryStatus
 
-MEMORY_KEYS = ("id", "user_id", "kind", "text", "source_type", "created_at", "session_id", "source_message_id",
-               "source_message_ids", "confidence", "importance", "access_count", "metadata", "source_message__seq",
-               "source_message__session_id")
+RECORD_KEYS = ("id", "user_id", "kind", "text", "source_type", "created_at", "session_id", "source_message_id",
+               "source_message_ids", "confidence", "importance", "access_count", "metadata")
+MEMORY_KEYS = (*RECORD_KEYS, "source_message__seq", "source_message__session_id")  # the source turn's position
 TURN_KEYS = ("pk", "session_id", "seq", "role", "name", "content", "session__user_id")
 _JSON_KEYS = ("source_message_ids", "metadata")
 
@@ -64,7 +64,7 @@ def memory_rows_orm(*, tenant, user_ids, memory_ids, now) -> list[dict]:
 @functools.cache
 def _memory_sql() -> str:
     r, m = MemoryRecord, Message
-    cols = ", ".join(f"r.{_column(r, k)}" for k in MEMORY_KEYS[:13])
+    cols = ", ".join(f"r.{_column(r, k)}" for k in RECORD_KEYS)
     return (f"SELECT {cols}, m.{_column(m, 'seq')}, m.{_column(m, 'session')} "
             f"FROM {_table(r)} r LEFT JOIN {_table(m)} m ON m.{_column(m, 'id')} = r.{_column(r, 'source_message')} "
             f"WHERE r.{_column(r, 'tenant')} = %s AND r.{_column(r, 'user')} = ANY(%s::uuid[]) "

@@ -64,10 +64,10 @@ TEMPLATES = [
 VAR_DIR = Path(env("CONTINUUM_VAR_DIR", default=str(BASE_DIR / "var")))
 
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'continuum.sqlite3'}")}
-DATABASES["default"]["ATOMIC_REQUESTS"] = False
+DATABASES["default"]["ATOMIC_REQUESTS"] = False  # endpoints wait on models; never hold a transaction across them
 # Request threads are long-lived (infra/request_threads.py), so a connection is kept for the next request.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DB_CONN_MAX_AGE", default=60)
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True  # endpoints wait on models; never hold a transaction across them
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = []

@@ -207,3 +207,30 @@ def test_llm_rewrites_the_query_when_configured_and_failure_falls_back(alice, al
     sent = json.loads(route.calls[0].request.content)["messages"][1]["content"]
     assert "book it like last time" in sent and "Flight to Newark" in sent
     assert first[0].memory_id == str(kept.pk) and second[0].memory_id == str(kept.pk)
+
+
+def test_an_embedder_that_fails_or_cannot_load_is_a_service_unavailable(alice, alice_user, world, monkeypatch):
+    from infra import embedder as embedder_module
+    from infra.embedder import set_embedder
+
+    class Broken:
+        model_name, dim = "broken", 384
+
+        def embed(self, texts):
+            raise RuntimeError("model crashed")
+
+    set_embedder(Broken())
+    try:
+        with pytest.raises(ServiceUnavailable) as failed:
+            memory_retrieve(tenant=alice, user=alice_user, query="aisle seats")
+        assert failed.value.code == "embedder_unavailable"
+    finally:
+        set_embedder(None)
+
+    def cannot_load():
+        raise OSError("model files missing")
+
+    monkeypatch.setattr(embedder_module, "get_embedder", cannot_load)
+    with pytest.raises(ServiceUnavailable) as failed:
+        memory_retrieve(tenant=alice, user=alice_user, query="aisle seats")
+    assert failed.value.code == "embedder_unavailable"
