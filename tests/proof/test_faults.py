@@ -144,7 +144,10 @@ def test_worker_killed_mid_bridges_leaves_exactly_one_bridge_per_closed_session(
             session_close(tenant=alice, session_id=sid)
         written = _wait(lambda: BridgeSummary.objects.filter(session_id__in=sessions).count() >= 3,
                         timeout=180, what=lambda: f"the first bridges (worker log:\n{worker.tail()})")
-        in_flight = broker.hlen("unacked")
+        # The worker takes its next task right after acknowledging the last one: kill it inside a task, not in
+        # that gap (sampling once could land there and the kill would test nothing).
+        in_flight = _wait(lambda: broker.hlen("unacked"), timeout=30, every=0.002,
+                          what="a task taken and not yet acknowledged")
         before_kill = BridgeSummary.objects.filter(session_id__in=sessions).count()
         worker.kill()
         assert written and before_kill < len(sessions), "the worker finished before it could be killed"
