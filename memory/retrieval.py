@@ -33,7 +33,7 @@ from infra.tokens import count_tokens, truncate_to_tokens
 
 from .models import MemoryKind
 from .provenance import provenance_line, session_numbers
-from .retrieval_reads import memory_rows, turns_at
+from .retrieval_reads import memory_rows, turns_around
 from .vector_store import Scope, get_vector_store
 from .vector_store.base import Search
 
@@ -196,24 +196,15 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str]) -> dict[str,
     from .extraction.secrets import secrets_redact
 
     sources = {str(r["source_message_id"]): str(r["id"]) for r in rows if r["source_message_id"]}
-    positions = [(r["source_message_id"], r["source_message__session_id"], r["source_message__seq"]) for r in rows
-                 if r["source_message_id"] and r["source_message__seq"] is not None]
-    if not positions:
-        return {}
-    wanted = [(sid, s) for _, sid, seq in positions for s in (seq - 1, seq + 1)]
-    around = {(m["session_id"], m["seq"]): m for m in turns_at(tenant=tenant, positions=wanted)}
     out: dict[str, list[tuple[str, str]]] = {}
-    for mid, sid, seq in positions:
-        turns = []
-        for s in (seq - 1, seq + 1):
-            m = around.get((sid, s))
-            if m is not None and m["role"] in ("user", "assistant"):
-                who = names.get(str(m["session__user_id"]), "The user") if m["role"] == "user" \
-                    else (m["name"] or "Assistant")
-                body = secrets_redact(informative_text(m["content"]) or m["content"]).text
-                if body.strip():
-                    turns.append((str(m["pk"]), truncate_to_tokens(f"{who}: {body}", NEIGHBOUR_MAX_TOKENS)))
-        out[sources[str(mid)]] = turns
+    for m in sorted(turns_around(tenant=tenant, message_ids=list(sources)), key=lambda m: m["seq"]):
+        if m["role"] not in ("user", "assistant"):
+            continue
+        who = names.get(m["session__user_id"], "The user") if m["role"] == "user" else (m["name"] or "Assistant")
+        body = secrets_redact(informative_text(m["content"]) or m["content"]).text
+        if body.strip():
+            out.setdefault(sources[m["around"]], []).append(
+                (m["pk"], truncate_to_tokens(f"{who}: {body}", NEIGHBOUR_MAX_TOKENS)))
     return out
 
 

@@ -9,7 +9,7 @@ from django.db import connection
 
 from infra import clock
 from memory.models import MemoryRecord, MemoryStatus
-from memory.retrieval_reads import memory_rows, memory_rows_orm, turns_at, turns_at_orm
+from memory.retrieval_reads import memory_rows, memory_rows_orm, turns_around, turns_around_orm
 from memory.services import memory_create
 from sessions.models import Message
 
@@ -49,8 +49,11 @@ def test_memory_rows_match_the_orm_and_keep_their_scope(alice, alice_user, store
     orm = {str(r["id"]): r for r in memory_rows_orm(tenant=alice, user_ids=[str(alice_user.pk)], memory_ids=asked,
                                                      now=now)}
     assert set(native) == set(orm) == set(mine) - {stored["stale"]}
-    assert native == orm  # every key and value, JSON columns parsed, the source turn's position included
-    assert any(r["source_message__seq"] is not None for r in native.values())
+    assert native == orm  # every key and value: ids as strings, times exact to the microsecond, JSON parsed
+    for memory_id, row in native.items():
+        record = MemoryRecord.objects.get(pk=memory_id)
+        assert (row["id"], row["created_at"]) == (str(record.pk), record.created_at)
+    assert any(r["source_message_id"] for r in native.values())
     assert memory_rows(tenant=alice, user_ids=[str(alice_user.pk)], memory_ids=[], now=now) == {}
 
 
@@ -60,18 +63,26 @@ def test_memory_rows_of_another_tenant_never_come_back_even_for_its_own_users(al
     assert not memory_rows(tenant=alice, user_ids=bob_user_ids, memory_ids=stored["outsider_ids"], now=clock.now())
 
 
-def test_turns_at_match_the_orm_and_stay_in_the_tenant(alice, bob, stored):
+def test_turns_around_match_the_orm_and_stay_in_the_tenant(alice, bob, stored):
     first, second, third = stored["messages"]
-    theirs = stored["theirs"][0]
-    positions = [(first.session_id, first.seq), (third.session_id, third.seq), (first.session_id, 99),
-                 (theirs.session_id, theirs.seq)]
-    native = sorted(turns_at(tenant=alice, positions=positions), key=lambda m: m["seq"])
-    orm = sorted(turns_at_orm(tenant=alice, positions=positions), key=lambda m: m["seq"])
+    theirs = stored["theirs"]
+    asked = [str(first.pk), str(second.pk), str(theirs[0].pk)]
+
+    def key(m):
+        return m["around"], m["seq"]
+
+    native = sorted(turns_around(tenant=alice, message_ids=asked), key=key)
+    orm = sorted(turns_around_orm(tenant=alice, message_ids=asked), key=key)
     assert native == orm
-    assert [m["pk"] for m in native] == [first.pk, third.pk]
-    assert native[0]["session__user_id"] == Message.objects.get(pk=first.pk).session.user_id
-    assert [m["pk"] for m in turns_at(tenant=bob, positions=positions)] == [theirs.pk]
-    assert turns_at(tenant=alice, positions=[]) == []
+    # The second turn is next to the first (it follows it); the first and third are next to the second. Bob's
+    # message is asked for but is not Alice's tenant's: nothing around it comes back.
+    assert {(m["around"], m["pk"]) for m in native} == {(str(first.pk), str(second.pk)),
+                                                      (str(second.pk), str(first.pk)),
+                                                      (str(second.pk), str(third.pk))}
+    assert len(native) == 3
+    assert {m["session__user_id"] for m in native} == {str(Message.objects.get(pk=first.pk).session.user_id)}
+    assert [m["pk"] for m in turns_around(tenant=bob, message_ids=asked)] == [str(theirs[1].pk)]
+    assert turns_around(tenant=alice, message_ids=[]) == []
 
 
 def test_the_shortlist_reads_enough_candidates_to_fill_the_budget_twice_by_their_sizes():
