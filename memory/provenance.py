@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from datetime import date, datetime
 
-from sessions.models import Session
 
 
 def date_render(value: datetime | date | None) -> str:
@@ -11,18 +10,6 @@ def date_render(value: datetime | date | None) -> str:
     if value is None:
         return "an unknown date"
     return f"{value.day} {value:%B %Y}"
-
-
-def session_numbers(*, tenant, user_ids) -> dict[str, int]:
-    """Each session's ordinal among its user's sessions, oldest first (the user's "session 3")."""
-    numbers: dict[str, int] = {}
-    counters: dict[str, int] = {}
-    rows = (Session.objects.filter(tenant=tenant, user_id__in=list(user_ids))
-            .order_by("opened_at", "id").values_list("id", "user_id"))
-    for sid, uid in rows:
-        counters[str(uid)] = counters.get(str(uid), 0) + 1
-        numbers[str(sid)] = counters[str(uid)]
-    return numbers
 
 
 _VERB = {

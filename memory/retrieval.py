@@ -32,8 +32,8 @@ from infra.errors import ServiceUnavailable
 from infra.tokens import count_tokens, truncate_to_tokens
 
 from .models import MemoryKind
-from .provenance import provenance_line, session_numbers
-from .retrieval_reads import memory_rows, turns_around
+from .provenance import provenance_line
+from .retrieval_reads import memory_rows, session_numbers, turns_around
 from .vector_store import Scope, get_vector_store
 from .vector_store.base import Search
 

@@ -1,4 +1,5 @@
-"""The two database reads on a retrieval's hot path: the shortlisted memories, and the turns next to the best hits.
+"""The database reads on a retrieval's hot path: the shortlisted memories, the turns next to the best hits, and the
+users' session numbers.
 
 On PostgreSQL each is one statement with its id lists bound as arrays. Through the ORM the same reads cost about
 three times the statement itself (an IN list of up to ~120 ids compiled and quoted on every call, a dict built per
@@ -150,3 +151,33 @@ def _turns_sql() -> str:
             f"AND m.{seq} IN (src.{seq} - 1, src.{seq} + 1) "
             f"JOIN {_table(s)} s ON s.{_column(s, 'id')} = m.{session} "
             f"WHERE src.{tenant} = %s AND src.{_column(m, 'id')} = ANY(%s::uuid[])")
+
+
+def session_numbers(*, tenant, user_ids) -> dict[str, int]:
+    """Each session's ordinal among its user's sessions, oldest first (the user's "session 3"), by session id."""
+    if not user_ids:
+        return {}
+    if not _native():
+        return session_numbers_orm(tenant=tenant, user_ids=user_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(_numbers_sql(), [tenant.pk, [str(u) for u in user_ids]])
+        return dict(cursor.fetchall())
+
+
+def session_numbers_orm(*, tenant, user_ids) -> dict[str, int]:
+    numbers: dict[str, int] = {}
+    counters: dict[str, int] = {}
+    rows = (Session.objects.filter(tenant=tenant, user_id__in=list(user_ids))
+            .order_by("opened_at", "id").values_list("id", "user_id"))
+    for sid, uid in rows:
+        counters[uid] = counters.get(uid, 0) + 1
+        numbers[str(sid)] = counters[uid]
+    return numbers
+
+
+@functools.cache
+def _numbers_sql() -> str:
+    s = Session
+    user, opened, pk = _column(s, "user"), _column(s, "opened_at"), _column(s, "id")
+    return (f"SELECT {_uuid_text(pk)}, ROW_NUMBER() OVER (PARTITION BY {user} ORDER BY {opened}, {pk})::integer "
+            f"FROM {_table(s)} WHERE {_column(s, 'tenant')} = %s AND {user} = ANY(%s::uuid[])")

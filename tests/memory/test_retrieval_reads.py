@@ -9,7 +9,8 @@ from django.db import connection
 
 from infra import clock
 from memory.models import MemoryRecord, MemoryStatus
-from memory.retrieval_reads import memory_rows, memory_rows_orm, turns_around, turns_around_orm
+from memory.retrieval_reads import (memory_rows, memory_rows_orm, session_numbers, session_numbers_orm, turns_around,
+                                    turns_around_orm)
 from memory.services import memory_create
 from sessions.models import Message
 
@@ -83,6 +84,26 @@ def test_turns_around_match_the_orm_and_stay_in_the_tenant(alice, bob, stored):
     assert {m["session__user_id"] for m in native} == {str(Message.objects.get(pk=first.pk).session.user_id)}
     assert [m["pk"] for m in turns_around(tenant=bob, message_ids=asked)] == [str(theirs[1].pk)]
     assert turns_around(tenant=alice, message_ids=[]) == []
+
+
+def test_session_numbers_match_the_orm_count_per_user_oldest_first_and_stay_in_the_tenant(alice, bob, alice_user,
+                                                                                         stored):
+    from datetime import timedelta
+
+    from .memory_support import MAY_8
+
+    later, _ = record_turns(alice, alice_user, [("user", "Back again.")], start=MAY_8 + timedelta(days=3),
+                            extract=False)
+    earlier, _ = record_turns(alice, alice_user, [("user", "Before all that.")], start=MAY_8 - timedelta(days=3),
+                              extract=False)
+    zed = stored["other"].user
+    zeds, _ = record_turns(alice, zed, [("user", "Hi.")], extract=False)
+    users = [str(alice_user.pk), str(zed.pk), str(stored["theirs"][0].session.user_id)]
+    native = session_numbers(tenant=alice, user_ids=users)
+    assert native == session_numbers_orm(tenant=alice, user_ids=users)
+    assert native == {str(earlier.pk): 1, str(stored["session"].pk): 2, str(later.pk): 3, str(zeds.pk): 1}
+    assert session_numbers(tenant=bob, user_ids=users) == {str(stored["theirs"][0].session_id): 1}
+    assert session_numbers(tenant=alice, user_ids=[]) == {}
 
 
 def test_the_shortlist_reads_enough_candidates_to_fill_the_budget_twice_by_their_sizes():
