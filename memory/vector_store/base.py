@@ -17,7 +17,7 @@ SPARSE = "bm25"
 RRF_K = 2
 # Payload keys that place a point in a tenant and user; set_payload must never move a point out of its scope.
 SCOPE_KEYS = frozenset({"tenant_id", "user_id", "memory_id"})
-# Payload keys the backends' post-filter (ScopeFilter.admits) and hit_from read: a search asked for only some
+# Payload keys the backends' post-filter (ScopeFilter.admits) and admitted_hits read: a search asked for only some
 # payload keys still returns these, so the second guard never judges a hit on a payload it cannot see.
 GUARD_KEYS = frozenset({"tenant_id", "user_id", "memory_id", "status", "kind", "expires_at"})
 
@@ -97,7 +97,7 @@ def hits_per_search(planned: list, answers) -> list[list[Hit]]:
             results.append([])
             continue
         spec = plan[0]
-        results.append([hit_from(p.id, p.score, p.payload) for p in next(remaining) if spec.admits(p.payload)])
+        results.append(admitted_hits(next(remaining), spec))
     return results
 
 
@@ -163,6 +163,16 @@ def payload_selection(payload_keys):
     return sorted(GUARD_KEYS.union(payload_keys))
 
 
-def hit_from(point_id, score: float, payload: dict | None) -> Hit:
-    payload = payload or {}
-    return Hit(memory_id=str(payload.get("memory_id") or point_id), score=float(score), payload=payload)
+def admitted_hits(points, spec, *, score: float | None = None) -> list[Hit]:
+    """The points that `spec` admits (the second guard), as Hits; score: the same for all (scrolls), else each one's.
+
+    A point's payload (and id) is read once: the backends build a new dict on every access.
+    """
+    hits = []
+    for point in points:
+        payload = point.payload or {}
+        if spec.admits(payload):
+            memory_id = payload.get("memory_id") or point.id
+            hits.append(Hit(memory_id=str(memory_id), score=float(point.score if score is None else score),
+                            payload=payload))
+    return hits

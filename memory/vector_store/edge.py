@@ -19,7 +19,7 @@ from qdrant_edge import (CountRequest, Distance, EdgeConfig, EdgeShard, EdgeSpar
                          QueryBatchRequest, QueryRequest, ScrollRequest, UpdateOperation)
 
 from .base import (DENSE, RRF_K, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, SearchThroughBatch,
-                   VectorStoreError, checked_point_payload, collection_name, hit_from, hits_per_search,
+                   VectorStoreError, admitted_hits, checked_point_payload, collection_name, hits_per_search,
                    point_id_for, refuse_scope_change)
 from .filters import scope_filter, search_plan
 from .sparse import document_sparse
@@ -184,14 +184,14 @@ class EdgeVectorStore(SearchThroughBatch):
         with self._using() as shard:
             records, _ = shard.scroll(ScrollRequest(limit=len(spec.point_ids), filter=spec.to_edge(),
                                                     with_payload=True, with_vector=False))
-        return [hit_from(r.id, 1.0, r.payload) for r in records if spec.admits(r.payload)]
+        return admitted_hits(records, spec, score=1.0)
 
     def scroll(self, scope: Scope, *, limit: int = 256, offset: str | None = None) -> tuple[list[Hit], str | None]:
         spec = scope_filter(scope)
         with self._using() as shard:
             records, next_offset = shard.scroll(ScrollRequest(offset=offset, limit=limit, filter=spec.to_edge(),
                                                               with_payload=True, with_vector=False))
-        hits = [hit_from(r.id, 1.0, r.payload) for r in records if spec.admits(r.payload)]
+        hits = admitted_hits(records, spec, score=1.0)
         return hits, (str(next_offset) if next_offset is not None else None)
 
     def count(self, scope: Scope, *, statuses: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from qdrant_client import models as m
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from .base import (DENSE, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, SearchThroughBatch, VectorStoreError,
-                   checked_point_payload, collection_name, hit_from, hits_per_search, point_id_for,
+                   admitted_hits, checked_point_payload, collection_name, hits_per_search, point_id_for,
                    refuse_scope_change)
 from .filters import scope_filter, search_plan
 from .sparse import document_sparse
@@ -161,14 +161,14 @@ class ServerVectorStore(SearchThroughBatch):
         with self._call() as client:
             records, _ = client.scroll(self.collection, scroll_filter=spec.to_client(), limit=len(spec.point_ids),
                                        with_payload=True, with_vectors=False)
-        return [hit_from(r.id, 1.0, r.payload) for r in records if spec.admits(r.payload)]
+        return admitted_hits(records, spec, score=1.0)
 
     def scroll(self, scope: Scope, *, limit: int = 256, offset: str | None = None) -> tuple[list[Hit], str | None]:
         spec = scope_filter(scope)
         with self._call() as client:
             records, next_offset = client.scroll(self.collection, scroll_filter=spec.to_client(), limit=limit,
                                                  offset=offset, with_payload=True, with_vectors=False)
-        hits = [hit_from(r.id, 1.0, r.payload) for r in records if spec.admits(r.payload)]
+        hits = admitted_hits(records, spec, score=1.0)
         return hits, (str(next_offset) if next_offset is not None else None)
 
     def count(self, scope: Scope, *, statuses: list[str] | None = None) -> int:
