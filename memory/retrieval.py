@@ -191,9 +191,12 @@ def _adjust(c: _Candidate, row: dict, now: datetime) -> float:
 
 
 def _neighbours(*, tenant, rows: list[dict], names: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
-    """For each memory's source message: [(message_id, rendered turn)] of the turns just before and after it."""
+    """For each memory's source message: [(message_id, rendered turn)] of the turns just before and after it.
+
+    Messages are stored with their secrets already cut out (`messages_append` is their only writer, and the golden
+    set test reads the tables back), so they are shown as stored.
+    """
     from .extraction.classify import informative_text
-    from .extraction.secrets import secrets_redact
 
     sources = {str(r["source_message_id"]): str(r["id"]) for r in rows if r["source_message_id"]}
     out: dict[str, list[tuple[str, str]]] = {}
@@ -201,7 +204,7 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str]) -> dict[str,
         if m["role"] not in ("user", "assistant"):
             continue
         who = names.get(m["session__user_id"], "The user") if m["role"] == "user" else (m["name"] or "Assistant")
-        body = secrets_redact(informative_text(m["content"]) or m["content"]).text
+        body = informative_text(m["content"]) or m["content"]
         if body.strip():
             out.setdefault(sources[m["around"]], []).append(
                 (m["pk"], truncate_to_tokens(f"{who}: {body}", NEIGHBOUR_MAX_TOKENS)))
