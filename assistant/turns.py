@@ -109,9 +109,10 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     recorded: list[Message] = []
     if earlier:
         recorded += messages_append(tenant=tenant, session_id=session.pk, items=list(earlier))
+        # What recording them changed on the session is read back (the caller loaded it just before otherwise).
+        session.refresh_from_db()
 
     # The context is composed before the input is stored, so the input appears once: as the new turn.
-    session.refresh_from_db()
     tools = tool_definitions()
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
     ctx = context_compose(tenant=tenant, session=session, new_input=text, tools=tools,

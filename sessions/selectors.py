@@ -11,10 +11,10 @@ from .models import Message, Session
 
 
 def access_session(*, tenant: Tenant, session_id, for_update: bool = False) -> Session:
+    """The tenant's session, with its user and tenant; for_update: the bare row, locked (writers need only its
+    counters and state, and the lock is held for as short as possible)."""
     sid = parse_uuid(session_id, what="session")
-    qs = Session.objects.select_related("user", "tenant")
-    if for_update:
-        qs = qs.select_for_update(of=("self",))
+    qs = Session.objects.select_for_update() if for_update else Session.objects.select_related("user", "tenant")
     try:
         return qs.get(tenant=tenant, id=sid)
     except Session.DoesNotExist:
