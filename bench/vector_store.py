@@ -132,7 +132,7 @@ def main() -> int:
         report["backends"]["edge"] = {"load_s": round(edge_load, 2), "dense": edge_dense, "hybrid": edge_hybrid}
         if not args.no_optimize:
             started = time.perf_counter()
-            edge.optimize()
+            edge.vacuum()  # Edge's optimizer run: vacuum, merge segments (no HNSW graph: see EdgeVectorStore)
             opt_s = time.perf_counter() - started
             opt_dense, _ = measure(edge, queries, hybrid=False, now=now)
             opt_hybrid, _ = measure(edge, queries, hybrid=True, now=now)

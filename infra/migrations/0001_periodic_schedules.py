@@ -20,23 +20,23 @@ SCHEDULES = [
 ]
 
 
-def create_schedules(apps, schema_editor):
+def create_schedules(apps, schema_editor, schedules=SCHEDULES, source="0001_periodic_schedules"):
     IntervalSchedule = apps.get_model("django_celery_beat", "IntervalSchedule")
     PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
     PeriodicTasks = apps.get_model("django_celery_beat", "PeriodicTasks")
-    for name, task, minutes in SCHEDULES:
+    for name, task, minutes in schedules:
         interval, _ = IntervalSchedule.objects.get_or_create(every=minutes, period="minutes")
         PeriodicTask.objects.update_or_create(
             name=name, defaults={"task": task, "interval": interval, "enabled": True, "args": "[]", "kwargs": "{}",
-                                 "description": "Created by infra/migrations/0001_periodic_schedules."})
+                                 "description": f"Created by infra/migrations/{source}."})
     # Historical models send no signals: tell a running beat that its schedule changed.
     PeriodicTasks.objects.update_or_create(ident=1, defaults={"last_update": timezone.now()})
 
 
-def remove_schedules(apps, schema_editor):
+def remove_schedules(apps, schema_editor, schedules=SCHEDULES):
     PeriodicTask = apps.get_model("django_celery_beat", "PeriodicTask")
     PeriodicTasks = apps.get_model("django_celery_beat", "PeriodicTasks")
-    PeriodicTask.objects.filter(name__in=[name for name, _, _ in SCHEDULES]).delete()
+    PeriodicTask.objects.filter(name__in=[name for name, _, _ in schedules]).delete()
     PeriodicTasks.objects.update_or_create(ident=1, defaults={"last_update": timezone.now()})
 
 

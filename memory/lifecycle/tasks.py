@@ -92,3 +92,14 @@ def buffers_compact_task(self, tenant_id: str | None = None, cursor: str | None 
 @shared_task(**TASK_OPTIONS)
 def vectors_reconcile_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
     return _run(self, "reconcile", tenant_id, cursor)
+
+
+@shared_task(**TASK_OPTIONS)
+def vectors_vacuum_task(self) -> dict:
+    """What was deleted (forgotten, expired, erased memories) leaves the embedded shard's segment files. One store
+    for all tenants, so no fan-out; a run with nothing deleted since the last one does nothing."""
+    from memory.vector_store import get_vector_store
+
+    rewrote = bool(get_vector_store().vacuum())
+    log.info("vector store vacuum: %s", "segments rewritten" if rewrote else "nothing to do")
+    return {"job": "vacuum", "rewrote": rewrote}

@@ -178,6 +178,10 @@ class ServerVectorStore(SearchThroughBatch):
         with self._call() as client:
             return client.count(self.collection, count_filter=spec.to_client(), exact=True).count
 
+    def vacuum(self) -> bool:
+        """Nothing to do from here: a Qdrant server runs its own optimizer (its collection's vacuum thresholds)."""
+        return False
+
     def dense_size(self) -> int | None:
         with self._call() as client:
             if not client.collection_exists(self.collection):

@@ -82,18 +82,21 @@ def test_migration_schedules_every_job_and_the_minute_tasks():
 
     from config.celery import app
 
-    assert MigrationRecorder.Migration.objects.filter(app="infra", name="0001_periodic_schedules").exists()
-    migration = importlib.import_module("infra.migrations.0001_periodic_schedules")
-    migration.create_schedules(apps, None)
-    migration.create_schedules(apps, None)
-    assert PeriodicTask.objects.count() == len(migration.SCHEDULES)
+    expected = 0
+    for name in ("0001_periodic_schedules", "0002_vacuum_schedule"):
+        assert MigrationRecorder.Migration.objects.filter(app="infra", name=name).exists()
+        migration = importlib.import_module(f"infra.migrations.{name}")
+        migration.create_schedules(apps, None)
+        migration.create_schedules(apps, None)
+        expected += len(migration.SCHEDULES)
+    assert PeriodicTask.objects.count() == expected
 
     app.loader.import_default_modules()
     import memory.outbox  # noqa: F401
     import sessions.tasks  # noqa: F401
 
     scheduled = {p.task: p for p in PeriodicTask.objects.filter(enabled=True).select_related("interval")}
-    for task in ALL_TASKS:
+    for task in [*ALL_TASKS, tasks.vectors_vacuum_task]:
         assert task.name in scheduled, task.name
     for name in ("sessions.tasks.sessions_close_idle_task", "memory.outbox.outbox_flush_task"):
         assert (scheduled[name].interval.every, scheduled[name].interval.period) == (1, "minutes")

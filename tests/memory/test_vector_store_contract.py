@@ -308,6 +308,57 @@ def test_edge_shard_is_held_by_one_opener_and_persists(tmp_path):
         again.close()
 
 
+def _segment_files_holding(path, needle: str) -> list:
+    """Files of an Edge shard, outside its write-ahead log, whose bytes contain `needle`."""
+    return [f for f in path.rglob("*") if f.is_file() and "wal" not in f.relative_to(path).parts
+            and needle.encode() in f.read_bytes()]
+
+
+def test_a_deleted_memory_leaves_the_edge_segments_once_vacuumed(tmp_path):
+    path = tmp_path / "vacuumed"
+    store = EdgeVectorStore(path, dim=DIM)
+    try:
+        store.ensure_collection()
+        canary = uuid.uuid4().hex  # random: payloads are stored compressed, and only what never repeats stays literal
+        gone = point(TENANT_A, USER_1, f"My locker code belongs to the {canary}", basis(0))
+        kept = [point(TENANT_A, USER_1, f"kept memory {i}", basis(i)) for i in range(50)]
+        store.upsert([gone, *kept])
+        store.close()  # flushed to the segment files
+        store = EdgeVectorStore(path, dim=DIM)
+        store.delete(ALICE_1, [gone.memory_id])
+        store.close()
+        assert _segment_files_holding(path, canary)  # deleted, and still on disk until a vacuum rewrites its segment
+        store = EdgeVectorStore(path, dim=DIM)
+        assert store.vacuum() is True  # one deleted point of 51 is enough to rewrite its segment
+        assert store.vacuum() is False  # nothing deleted since
+        store.close()
+        assert _segment_files_holding(path, canary) == []
+        store = EdgeVectorStore(path, dim=DIM)
+        assert store.count(ALICE_1) == 50
+        axis_3 = {kept[i].memory_id for i in range(3, 50, DIM)}
+        assert {h.memory_id for h in store.search(ALICE_1, dense=basis(3), limit=len(axis_3))} == axis_3
+    finally:
+        store.close()
+
+
+def test_a_shard_written_with_an_older_config_takes_todays_when_opened(tmp_path):
+    import json
+
+    from qdrant_edge import Distance, EdgeConfig, EdgeShard, EdgeSparseVectorParams, EdgeVectorParams, Modifier
+
+    path = tmp_path / "older"
+    path.mkdir()
+    # What earlier versions created: the same vectors, Qdrant's default optimizer settings.
+    EdgeShard.create(str(path), EdgeConfig(vectors={"dense": EdgeVectorParams(size=DIM, distance=Distance.Cosine)},
+                                           sparse_vectors={"bm25": EdgeSparseVectorParams(modifier=Modifier.Idf)}))\
+        .close()
+    store = EdgeVectorStore(path, dim=DIM)
+    store.close()
+    optimizers = json.loads((path / "edge_config.json").read_text())["optimizers"]
+    assert (optimizers["deleted_threshold"], optimizers["vacuum_min_vector_number"]) == (0.0, 0)
+    assert EdgeVectorStore(path, dim=DIM + 1).dense_size() == DIM  # another size is loaded as it is, and reported
+
+
 def test_the_registry_opens_one_edge_shard_per_embedding_model(settings):
     from memory.vector_store import get_vector_store, reset_vector_store
 
