@@ -66,7 +66,7 @@ class EdgeVectorStore(SearchThroughBatch):
             # Edge runs no optimizer of its own: `vacuum()` does, and with Qdrant's defaults it would leave a deleted
             # point's payload (the memory's text) in the segment files until a fifth of the segment was deleted. Any
             # deleted point now makes its segment due. Indexing keeps Qdrant's default: a large segment gets its HNSW
-            # graph at the first vacuum (20,000 points: 9 s once, then ~0.9 s per run that rewrites it; searches
+            # graph at the first vacuum (20,000 points: 9-15 s once here, then ~1 s per run that rewrites it; searches
             # filtered to one user 0.63 ms instead of 1.3 ms in the unindexed segment, bench/vector_store.py).
             optimizers=EdgeOptimizersConfig(deleted_threshold=0.0, vacuum_min_vector_number=0),
         )
