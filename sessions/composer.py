@@ -64,6 +64,7 @@ class TurnContext:
     bridges: list[LinkedBridge] = field(default_factory=list)
     goal: str = ""
     caps: dict = field(default_factory=dict)
+    echoed: bool = False  # the input is already the session's last message (stored by the client, or a retried turn)
 
 
 # --- token counting -------------------------------------------------------------------------------------------
@@ -406,4 +407,4 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
     return TurnContext(messages=messages, breakdown=breakdown, memories=values["memories"].kept,
                        total_tokens=total, budget=plan.total, memory_status=memory_status, tools=tools,
                        first_turn=first_turn, bridges=bridges if values["bridge"].text else [], goal=buf.goal,
-                       caps=dict(plan.caps))
+                       caps=dict(plan.caps), echoed=echoed)

@@ -94,6 +94,25 @@ def test_a_turn_records_input_and_answer(llm, alice_client, alice_session):
     assert sum(1 for m in sent["messages"] if m["content"] == "Hi, I need a flight.") == 1
 
 
+def test_a_turn_retried_after_a_model_failure_records_its_input_once(llm, alice_client, alice_session, settings):
+    import httpx
+
+    settings.LLM_MAX_RETRIES = 0
+    llm.add(httpx.Response(503, json={"error": {"message": "overloaded"}}), answer("Lisbon it is."))
+    failed = alice_client.post(turns_url(alice_session.id), {"input": "Book me to Lisbon."}, format="json")
+    assert failed.status_code == 503, failed.content
+    retried = alice_client.post(turns_url(alice_session.id), {"input": "Book me to Lisbon."}, format="json")
+    assert retried.status_code == 200, retried.content
+    assert [(m["role"], m["content"]) for m in assert_valid_history(alice_session)] == [
+        ("user", "Book me to Lisbon."), ("assistant", "Lisbon it is.")]
+    # The model saw the input once, as the new turn; the next turn with the same words after an answer is new.
+    assert sum(1 for m in llm.requests[-1]["messages"] if m["content"] == "Book me to Lisbon.") == 1
+    llm.add(answer("Again: Lisbon."))
+    assert alice_client.post(turns_url(alice_session.id), {"input": "Book me to Lisbon."}, format="json")\
+        .status_code == 200
+    assert [m["role"] for m in assert_valid_history(alice_session)] == ["user", "assistant", "user", "assistant"]
+
+
 def test_a_turn_makes_no_query_rewrite_call_while_the_context_endpoint_does(llm, alice_client, alice_session,
                                                                          settings):
     """Assistant mode searches with the input as typed (the model has recall for its own queries): one model round
