@@ -71,11 +71,11 @@ def _check_input(*, tenant, text: str) -> str:
     return text
 
 
-def _recorded_input(*, tenant, session: Session) -> Message | None:
-    """The session's last message when it is the user's: the input of a turn retried after its model call failed
-    (or one the client stored itself) is that message, not a second copy of it."""
+def _recorded_input(*, tenant, session: Session, text: str) -> Message | None:
+    """The session's last message when it is this input from the user: the input of a turn retried after its model
+    call failed (or one the client stored itself) is that message, not a second copy of it."""
     last = Message.objects.filter(tenant=tenant, session=session).order_by("-seq").first()
-    return last if last is not None and last.role == "user" else None
+    return last if last is not None and last.role == "user" and last.content.strip() == text.strip() else None
 
 
 def _as_new_message(message: dict, calls_by_id: dict[str, str]) -> NewMessage:
@@ -127,7 +127,7 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
     # sent); what the loop adds on top is charged once it is known.
     quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)
-    user_message = _recorded_input(tenant=tenant, session=session) if ctx.echoed else None
+    user_message = _recorded_input(tenant=tenant, session=session, text=text) if ctx.echoed else None
     if user_message is None:
         user_message = messages_append(tenant=tenant, session_id=session.pk,
                                        items=[NewMessage(role="user", content=text)])[0]
