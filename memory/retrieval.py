@@ -258,8 +258,9 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     # The database is the truth: a row changed since the point was written (deleted, superseded, expired, moved)
     # does not come back, whatever the payload says.
     rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for c in shortlist], now=now)
-    ranked = sorted(((c, rows[c.memory_id]) for c in shortlist if c.memory_id in rows),
-                    key=lambda cr: _adjust(cr[0], cr[1], now), reverse=True)
+    # (final score, row), best first: each candidate's adjusted score is computed once and shown as it ranked.
+    ranked = sorted(((_adjust(c, rows[c.memory_id], now), rows[c.memory_id]) for c in shortlist if c.memory_id in rows),
+                    key=lambda sr: sr[0], reverse=True)
     names = {str(u.pk): (u.display_name or "").strip() or "The user" for u in users}
     expand = expand_neighbours and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     nearby = {}
@@ -270,7 +271,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     out: list[RetrievedMemory] = []
     shown_turns: set[str] = set()  # messages whose full text is already in the result
     used = 0
-    for c, row in ranked:
+    for score, row in ranked:
         if len(out) >= k:
             break
         primary = str(row["source_message_id"]) if row["source_message_id"] else None
@@ -295,7 +296,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
         used += cost
         sid = str(row["session_id"]) if row["session_id"] else None
         out.append(RetrievedMemory(
-            memory_id=str(row["id"]), kind=row["kind"], text=row["text"], score=round(_adjust(c, row, now), 4),
+            memory_id=str(row["id"]), kind=row["kind"], text=row["text"], score=round(score, 4),
             source_type=row["source_type"], created_at=row["created_at"], session_id=sid, source_message_id=primary,
             provenance=provenance_line(source_type=row["source_type"], created_at=row["created_at"],
                                        session_number=numbers.get(sid) if sid else None,
