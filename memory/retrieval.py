@@ -198,7 +198,7 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str]) -> dict[str,
     """
     from .extraction.classify import informative_text
 
-    sources = {str(r["source_message_id"]): str(r["id"]) for r in rows if r["source_message_id"]}
+    sources = {r["source_message_id"]: r["id"] for r in rows if r["source_message_id"]}
     out: dict[str, list[tuple[str, str]]] = {}
     for m in sorted(turns_around(tenant=tenant, message_ids=list(sources)), key=lambda m: m["seq"]):
         if m["role"] not in ("user", "assistant"):
@@ -274,7 +274,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     for score, row in ranked:
         if len(out) >= k:
             break
-        primary = str(row["source_message_id"]) if row["source_message_id"] else None
+        primary = row["source_message_id"]  # the reads give ids as strings (or None)
         if primary and primary in shown_turns:
             # One memory per source turn: a turn's event and the facts drawn from it say the same thing, and a
             # second one spends tokens on a repeat that a memory of another turn would spend on news.
@@ -284,7 +284,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             continue
         turns: list[tuple[str, str]] = []
         if expand and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS and row["kind"] == MemoryKind.EVENT:
-            turns = [(mid, t) for mid, t in nearby.get(str(row["id"]), []) if mid not in shown_turns]
+            turns = [(mid, t) for mid, t in nearby.get(row["id"], []) if mid not in shown_turns]
             extra = sum(_tokens(t) for _, t in turns)
             if used + cost + extra > token_budget:
                 turns, extra = [], 0
@@ -294,14 +294,14 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             shown_turns.add(primary)
         shown_turns.update(mid for mid, _ in turns)
         used += cost
-        sid = str(row["session_id"]) if row["session_id"] else None
+        sid = row["session_id"]
         out.append(RetrievedMemory(
-            memory_id=str(row["id"]), kind=row["kind"], text=row["text"], score=round(score, 4),
+            memory_id=row["id"], kind=row["kind"], text=row["text"], score=round(score, 4),
             source_type=row["source_type"], created_at=row["created_at"], session_id=sid, source_message_id=primary,
             provenance=provenance_line(source_type=row["source_type"], created_at=row["created_at"],
                                        session_number=numbers.get(sid) if sid else None,
                                        dates=(row["metadata"] or {}).get("dates")),
-            token_count=cost, neighbours=[t for _, t in turns], user_id=str(row["user_id"]),
+            token_count=cost, neighbours=[t for _, t in turns], user_id=row["user_id"],
             confidence=row["confidence"], source_message_ids=sources, neighbour_message_ids=[mid for mid, _ in turns]))
     if record_access and out:
         _access_record_later(tenant_id=str(tenant.pk), memory_ids=[m.memory_id for m in out], at=now)
