@@ -14,6 +14,7 @@ from infra.llm import llm_configured
 from infra.quotas import input_tokens_check, quota_charge_tokens
 from infra.tokens import truncate_to_tokens
 from sessions.models import Message, Session
+from sessions.selectors import message_list
 from sessions.services import NewMessage, messages_append
 
 from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, react_run
@@ -74,7 +75,7 @@ def _check_input(*, tenant, text: str) -> str:
 def _recorded_input(*, tenant, session: Session, text: str) -> Message | None:
     """The session's last message when it is this input from the user: the input of a turn retried after its model
     call failed (or one the client stored itself) is that message, not a second copy of it."""
-    last = Message.objects.filter(tenant=tenant, session=session).order_by("-seq").first()
+    last = message_list(tenant=tenant, session=session).last()
     return last if last is not None and last.role == "user" and last.content.strip() == text.strip() else None
 
 
