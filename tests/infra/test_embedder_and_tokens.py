@@ -47,12 +47,27 @@ def test_embedding_is_deterministic(embedder):
     assert max(abs(x - y) for x, y in zip(a, b)) < 1e-5
 
 
-def test_default_runtime_is_onnx_and_matches_torch_vector_for_vector(embedder, settings):
-    """The ONNX export is the same model: its vectors are the torch ones, so points written by either match."""
-    assert embedder.runtime == "onnx" == settings.EMBEDDING_RUNTIME
+def test_onnx_float_export_matches_torch_vector_for_vector():
+    """The float ONNX export is the same model: its vectors are the torch ones."""
     texts = ["I moved to Lisbon in May 2023.", "What did I say about the hotel budget?", "ok"]
-    for a, b in zip(embedder.embed(texts), LocalEmbedder(runtime="torch").embed(texts)):
+    onnx = LocalEmbedder(runtime="onnx")
+    assert onnx.runtime == "onnx"
+    for a, b in zip(onnx.embed(texts), LocalEmbedder(runtime="torch").embed(texts), strict=True):
         assert _cos(a, b) > 0.9999
+
+
+def test_default_runtime_is_the_int8_export_close_to_the_float_model(embedder, settings):
+    """Quantized weights move each vector a little (cosine ~0.99 for a sentence; a lone word moves most), never to
+    another text's place: points written by the float model stay searchable."""
+    assert embedder.runtime == "onnx-int8" == settings.EMBEDDING_RUNTIME
+    texts = ["I moved to Lisbon in May 2023.", "What did I say about the hotel budget?", "I prefer aisle seats.",
+             "My sister Ana is joining me for the last three days."]
+    quantized = embedder._compute(texts)
+    exact = LocalEmbedder(runtime="torch").embed(texts)
+    for a, b in zip(quantized, exact, strict=True):
+        assert 0.98 < _cos(a, b) < 0.99999  # close, and really computed by another model
+    for i, q in enumerate(quantized):
+        assert max(range(len(exact)), key=lambda j: _cos(q, exact[j])) == i
 
 
 def test_onnx_vectors_skip_the_modules_but_equal_what_they_compute(embedder):
@@ -81,13 +96,17 @@ def test_a_pipeline_other_than_mean_pooling_keeps_the_modules():
         _OnnxDirect([object(), Pooling(), object()])
 
 
-def test_onnx_export_is_made_once_and_reused(settings, tmp_path):
+@pytest.mark.parametrize("runtime", ["onnx", "onnx-int8"])
+def test_onnx_export_is_made_once_and_reused(settings, tmp_path, runtime):
+    from infra.embedder import ONNX_FILES
+
     settings.EMBEDDING_CACHE_DIR = tmp_path / "models"
-    first = LocalEmbedder(runtime="onnx")
+    first = LocalEmbedder(runtime=runtime)
+    assert first.runtime == runtime and first._direct is not None
     (exported,) = [p for p in (tmp_path / "models").iterdir()]
-    model_file = exported / "onnx" / "model.onnx"
+    model_file = exported / ONNX_FILES[runtime]
     stamp = model_file.stat().st_mtime_ns
-    second = LocalEmbedder(runtime="onnx")
+    second = LocalEmbedder(runtime=runtime)
     assert model_file.stat().st_mtime_ns == stamp  # read, not exported again
     assert [p.name for p in (tmp_path / "models").iterdir()] == [exported.name]  # no scratch folder left behind
     assert _cos(first.embed(["same text"])[0], second.embed(["same text"])[0]) > 0.99999
