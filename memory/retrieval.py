@@ -33,7 +33,7 @@ from infra.tokens import count_tokens, truncate_to_tokens
 
 from .models import MemoryKind
 from .provenance import provenance_line
-from .retrieval_reads import memory_rows, session_numbers, turns_around
+from .retrieval_reads import memory_rows, turns_around
 from .vector_store import Scope, get_vector_store
 from .vector_store.base import Search
 
@@ -239,10 +239,8 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     now = clock.now()
     user_ids = [str(u.pk) for u in users]
     limit = settings.MEMORY_RETRIEVAL_CANDIDATES
-    # The keyword search needs only the text, and session numbers only the users: both run while the query is
-    # embedded (the longest step), then the dense search joins them.
+    # The keyword search needs only the text: it runs while the query is embedded, then the dense search joins it.
     cands = _gather(tenant=tenant, user_ids=user_ids, text=text, limit=limit, now_epoch=now.timestamp())
-    numbers = session_numbers(tenant=tenant, user_ids=user_ids)
     try:
         vector = pending.result()[0]
     except Exception as exc:
@@ -289,7 +287,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             if used + cost + extra > token_budget:
                 turns, extra = [], 0
             cost += extra
-        sources = [str(s) for s in (row["source_message_ids"] or [])] or ([primary] if primary else [])
+        sources = row["source_message_ids"] or ([primary] if primary else [])
         if primary:
             shown_turns.add(primary)
         shown_turns.update(mid for mid, _ in turns)
@@ -299,8 +297,8 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             memory_id=row["id"], kind=row["kind"], text=row["text"], score=round(score, 4),
             source_type=row["source_type"], created_at=row["created_at"], session_id=sid, source_message_id=primary,
             provenance=provenance_line(source_type=row["source_type"], created_at=row["created_at"],
-                                       session_number=numbers.get(sid) if sid else None,
-                                       dates=(row["metadata"] or {}).get("dates")),
+                                       session_number=row["session_number"],
+                                       dates=row["dates"]),
             token_count=cost, neighbours=[t for _, t in turns], user_id=row["user_id"],
             confidence=row["confidence"], source_message_ids=sources, neighbour_message_ids=[mid for mid, _ in turns]))
     if record_access and out:

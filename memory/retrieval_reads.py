@@ -1,5 +1,5 @@
-"""The database reads on a retrieval's hot path: the shortlisted memories, the turns next to the best hits, and the
-users' session numbers.
+"""The database reads on a retrieval's hot path: the shortlisted memories (each with its session's number among its
+user's sessions), and the turns next to the best hits.
 
 On PostgreSQL each is one statement with its id lists bound as arrays. Through the ORM the same reads cost about
 three times the statement itself (an IN list of up to ~120 ids compiled and quoted on every call, a dict built per
@@ -20,15 +20,15 @@ from datetime import datetime, timedelta, timezone
 
 from django.db import connection
 from django.db.models import Q
+from django.db.models.fields.json import KeyTransform
 
 from sessions.models import Message, Session
 
 from .models import MemoryRecord, MemoryStatus
 
 MEMORY_KEYS = ("id", "user_id", "kind", "text", "source_type", "created_at", "session_id", "source_message_id",
-               "source_message_ids", "confidence", "importance", "access_count", "metadata")
+               "source_message_ids", "confidence", "importance", "access_count", "dates", "session_number")
 TURN_KEYS = ("pk", "session_id", "seq", "role", "name", "content", "session__user_id", "around")
-_JSON_KEYS = ("source_message_ids", "metadata")
 _ID_KEYS = ("id", "user_id", "session_id", "source_message_id", "pk", "session__user_id", "around")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -67,44 +67,61 @@ def _from_micros(value):
 
 def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now) -> dict[str, dict]:
     """Active, unexpired memories among `memory_ids` of these users of this tenant, by id, as MEMORY_KEYS dicts
-    (ids as strings)."""
+    (ids as strings). `session_number` is the memory's session's ordinal among its user's sessions, oldest first
+    (the user's "session 3"); None without a session."""
     if not memory_ids or not user_ids:
         return {}
     if not _native():
         return {r["id"]: r for r in memory_rows_orm(tenant=tenant, user_ids=user_ids, memory_ids=memory_ids,
                                                          now=now)}
     with connection.cursor() as cursor:
-        cursor.execute(_memory_sql(), [tenant.pk, list(user_ids), list(memory_ids), MemoryStatus.ACTIVE, now])
+        cursor.execute(_memory_sql(), [tenant.pk, list(user_ids), tenant.pk, list(user_ids), list(memory_ids),
+                                       MemoryStatus.ACTIVE, now])
         rows = [dict(zip(MEMORY_KEYS, values, strict=True)) for values in cursor.fetchall()]
     for row in rows:
         row["created_at"] = _from_micros(row["created_at"])
-        for key in _JSON_KEYS:
-            if isinstance(row[key], str):  # Django has psycopg hand jsonb over as text; JSONField would parse it
-                row[key] = json.loads(row[key])
+        if isinstance(row["dates"], str):  # Django has psycopg hand jsonb over as text; JSONField would parse it
+            row["dates"] = json.loads(row["dates"])
     return {r["id"]: r for r in rows}
 
 
 def memory_rows_orm(*, tenant, user_ids, memory_ids, now) -> list[dict]:
-    return [_ids_as_text(row) for row in
+    rows = [_ids_as_text(row) for row in
             MemoryRecord.objects.filter(tenant=tenant, user_id__in=user_ids, pk__in=memory_ids,
                                         status=MemoryStatus.ACTIVE)
             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
             .order_by()  # the rows are looked up by id: sorting them is wasted work
-            .values(*MEMORY_KEYS)]
+            .values(*MEMORY_KEYS[:-2], dates=KeyTransform("dates", "metadata"))]
+    numbers = session_numbers_orm(tenant=tenant, user_ids=user_ids) if rows else {}
+    for row in rows:
+        row["source_message_ids"] = [str(m) for m in row["source_message_ids"] or []]
+        row["session_number"] = numbers.get(row["session_id"])
+    return rows
 
 
 @functools.cache
 def _memory_sql() -> str:
-    r = MemoryRecord
+    r, s = MemoryRecord, Session
     cols = []
-    for key in MEMORY_KEYS:
+    for key in MEMORY_KEYS[:-2]:
         col = f"r.{_column(r, key)}"
         if key in _ID_KEYS:
             col = _uuid_text(col)
         elif key == "created_at":
             col = _micros(col)
+        elif key == "source_message_ids":
+            # A text[] the driver loads natively: a JSON document per row costs a json.loads each.
+            col = f"ARRAY(SELECT jsonb_array_elements_text({col}))"
         cols.append(col)
-    return (f"SELECT {', '.join(cols)} FROM {_table(r)} r "
+    # Of the metadata, only the dates a memory's words refer to are shown (its provenance line).
+    cols.append(f"r.{_column(r, 'metadata')} -> 'dates'")
+    user, opened, pk = _column(s, "user"), _column(s, "opened_at"), _column(s, "id")
+    # The users' sessions numbered in the same statement: one round trip fewer on every retrieval.
+    return (f"WITH numbered AS (SELECT {pk} AS id, "
+            f"ROW_NUMBER() OVER (PARTITION BY {user} ORDER BY {opened}, {pk})::integer AS n "
+            f"FROM {_table(s)} WHERE {_column(s, 'tenant')} = %s AND {user} = ANY(%s::uuid[])) "
+            f"SELECT {', '.join(cols)}, numbered.n FROM {_table(r)} r "
+            f"LEFT JOIN numbered ON numbered.id = r.{_column(r, 'session')} "
             f"WHERE r.{_column(r, 'tenant')} = %s AND r.{_column(r, 'user')} = ANY(%s::uuid[]) "
             f"AND r.{_column(r, 'id')} = ANY(%s::uuid[]) "
             f"AND r.{_column(r, 'status')} = %s "
@@ -153,18 +170,8 @@ def _turns_sql() -> str:
             f"WHERE src.{tenant} = %s AND src.{_column(m, 'id')} = ANY(%s::uuid[])")
 
 
-def session_numbers(*, tenant, user_ids) -> dict[str, int]:
-    """Each session's ordinal among its user's sessions, oldest first (the user's "session 3"), by session id."""
-    if not user_ids:
-        return {}
-    if not _native():
-        return session_numbers_orm(tenant=tenant, user_ids=user_ids)
-    with connection.cursor() as cursor:
-        cursor.execute(_numbers_sql(), [tenant.pk, [str(u) for u in user_ids]])
-        return dict(cursor.fetchall())
-
-
 def session_numbers_orm(*, tenant, user_ids) -> dict[str, int]:
+    """Each session's ordinal among its user's sessions, oldest first, by session id."""
     numbers: dict[str, int] = {}
     counters: dict[str, int] = {}
     rows = (Session.objects.filter(tenant=tenant, user_id__in=list(user_ids))
@@ -173,11 +180,3 @@ def session_numbers_orm(*, tenant, user_ids) -> dict[str, int]:
         counters[uid] = counters.get(uid, 0) + 1
         numbers[str(sid)] = counters[uid]
     return numbers
-
-
-@functools.cache
-def _numbers_sql() -> str:
-    s = Session
-    user, opened, pk = _column(s, "user"), _column(s, "opened_at"), _column(s, "id")
-    return (f"SELECT {_uuid_text(pk)}, ROW_NUMBER() OVER (PARTITION BY {user} ORDER BY {opened}, {pk})::integer "
-            f"FROM {_table(s)} WHERE {_column(s, 'tenant')} = %s AND {user} = ANY(%s::uuid[])")

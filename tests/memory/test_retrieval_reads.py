@@ -9,14 +9,14 @@ from django.db import connection
 
 from infra import clock
 from memory.models import MemoryRecord, MemoryStatus
-from memory.retrieval_reads import (memory_rows, memory_rows_orm, session_numbers, session_numbers_orm, turns_around,
-                                    turns_around_orm)
+from memory.retrieval_reads import memory_rows, memory_rows_orm, turns_around, turns_around_orm
 from memory.services import memory_create
 from sessions.models import Message
 
 from .memory_support import record_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
+DATES = [{"phrase": "yesterday", "date": "2023-05-07", "granularity": "day"}]
 
 
 @pytest.fixture
@@ -35,7 +35,9 @@ def stored(alice, bob, alice_user):
     MemoryRecord.objects.filter(pk=gone.pk).update(status=MemoryStatus.DELETED)
     stale = memory_create(tenant=alice, user=alice_user, kind="fact", text="My passport expires soon.")
     MemoryRecord.objects.filter(pk=stale.pk).update(expires_at=clock.now() - timedelta(days=1))
-    return {"other": memory_create(tenant=alice, user=other, kind="fact", text="Zed likes jazz."),
+    dated = memory_create(tenant=alice, user=alice_user, kind="event", text="I landed in Porto yesterday.")
+    MemoryRecord.objects.filter(pk=dated.pk).update(metadata={"dates": DATES, "extractor_note": "kept out of reads"})
+    return {"other": memory_create(tenant=alice, user=other, kind="fact", text="Zed likes jazz."), "dated": str(dated.pk),
             "outsider_ids": [str(pk) for pk in MemoryRecord.objects.filter(tenant=bob).values_list("pk", flat=True)],
             "gone": str(gone.pk), "stale": str(stale.pk), "messages": messages, "theirs": theirs, "session": session}
 
@@ -55,6 +57,8 @@ def test_memory_rows_match_the_orm_and_keep_their_scope(alice, alice_user, store
         record = MemoryRecord.objects.get(pk=memory_id)
         assert (row["id"], row["created_at"]) == (str(record.pk), record.created_at)
     assert any(r["source_message_id"] for r in native.values())
+    assert native[stored["dated"]]["dates"] == DATES  # of the metadata, only the dates are read
+    assert any(r["source_message_ids"] for r in native.values())
     assert memory_rows(tenant=alice, user_ids=[str(alice_user.pk)], memory_ids=[], now=now) == {}
 
 
@@ -86,24 +90,30 @@ def test_turns_around_match_the_orm_and_stay_in_the_tenant(alice, bob, stored):
     assert turns_around(tenant=alice, message_ids=[]) == []
 
 
-def test_session_numbers_match_the_orm_count_per_user_oldest_first_and_stay_in_the_tenant(alice, bob, alice_user,
-                                                                                         stored):
+def test_each_row_carries_its_sessions_number_per_user_oldest_first_as_the_orm_counts(alice, bob, alice_user, stored):
     from datetime import timedelta
 
     from .memory_support import MAY_8
 
-    later, _ = record_turns(alice, alice_user, [("user", "Back again.")], start=MAY_8 + timedelta(days=3),
-                            extract=False)
-    earlier, _ = record_turns(alice, alice_user, [("user", "Before all that.")], start=MAY_8 - timedelta(days=3),
-                              extract=False)
+    # Opened in this order, dated out of it: numbers follow the sessions' dates, counted per user.
+    later, _ = record_turns(alice, alice_user, [("user", "I booked the Porto hotel for the 14th of May.")],
+                            start=MAY_8 + timedelta(days=3))
+    earlier, _ = record_turns(alice, alice_user, [("user", "My manager Dana approved the Lisbon trip.")],
+                              start=MAY_8 - timedelta(days=3))
     zed = stored["other"].user
-    zeds, _ = record_turns(alice, zed, [("user", "Hi.")], extract=False)
-    users = [str(alice_user.pk), str(zed.pk), str(stored["theirs"][0].session.user_id)]
-    native = session_numbers(tenant=alice, user_ids=users)
-    assert native == session_numbers_orm(tenant=alice, user_ids=users)
-    assert native == {str(earlier.pk): 1, str(stored["session"].pk): 2, str(later.pk): 3, str(zeds.pk): 1}
-    assert session_numbers(tenant=bob, user_ids=users) == {str(stored["theirs"][0].session_id): 1}
-    assert session_numbers(tenant=alice, user_ids=[]) == {}
+    zeds, _ = record_turns(alice, zed, [("user", "I play the saxophone in a jazz band on Fridays.")])
+    users = [str(alice_user.pk), str(zed.pk)]
+    asked = [str(pk) for pk in MemoryRecord.objects.filter(tenant=alice).values_list("pk", flat=True)]
+    now = clock.now()
+    native = memory_rows(tenant=alice, user_ids=users, memory_ids=asked, now=now)
+    orm = {r["id"]: r for r in memory_rows_orm(tenant=alice, user_ids=users, memory_ids=asked, now=now)}
+    assert native == orm
+    expected = {str(earlier.pk): 1, str(stored["session"].pk): 2, str(later.pk): 3, str(zeds.pk): 1}
+    numbered = {r["session_id"]: r["session_number"] for r in native.values() if r["session_id"]}
+    assert numbered == expected  # every session has at least one memory here, so all four are checked
+    assert {r["session_number"] for r in native.values() if not r["session_id"]} == {None}
+    # Bob's tenant asked with Alice's users and ids: nothing, numbers included.
+    assert memory_rows(tenant=bob, user_ids=users, memory_ids=asked, now=now) == {}
 
 
 def test_the_shortlist_reads_enough_candidates_to_fill_the_budget_twice_by_their_sizes():
