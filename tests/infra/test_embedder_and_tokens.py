@@ -168,3 +168,73 @@ def test_token_counter_works_offline():
 def test_message_tokens_include_framing():
     messages = [{"role": "user", "content": "hello world"}, {"role": "assistant", "content": "hi"}]
     assert count_message_tokens(messages) == 3 + (4 + 2) + (4 + 1)
+
+
+def test_embed_soon_returns_once_its_worker_is_inside_the_model_and_not_before(monkeypatch):
+    """The caller's next Python work must not keep the worker from starting: embed_soon hands over first."""
+    import threading
+    import time
+
+    from infra import embedder as module
+
+    monkeypatch.setattr(module, "HANDOFF_TIMEOUT_SECONDS", 5.0)
+    inside, release = threading.Event(), threading.Event()
+
+    class Slow:
+        model_name, dim = "slow", 2
+
+        def embed(self, texts):
+            time.sleep(0.05)  # what comes before the model (a tokenizer, say)
+            inside.set()
+            module.entering_model()
+            release.wait(5)
+            return [[1.0, 0.0] for _ in texts]
+
+    module.set_embedder(Slow())
+    try:
+        pending = module.embed_soon(["a query"])
+        assert inside.is_set() and not pending.done()  # in the model, still working: the caller went on meanwhile
+        release.set()
+        assert pending.result(timeout=5) == [[1.0, 0.0]]
+    finally:
+        module.set_embedder(None)
+
+
+def test_embed_soon_with_a_silent_embedder_waits_no_longer_than_its_handoff_timeout(monkeypatch):
+    import threading
+
+    from infra import embedder as module
+
+    monkeypatch.setattr(module, "HANDOFF_TIMEOUT_SECONDS", 0.05)
+    release = threading.Event()
+
+    class Silent:  # never signals that it entered its model
+        model_name, dim = "silent", 2
+
+        def embed(self, texts):
+            release.wait(5)
+            return [[0.0, 1.0] for _ in texts]
+
+    module.set_embedder(Silent())
+    try:
+        pending = module.embed_soon(["a query"])
+        assert not pending.done()  # embed_soon came back while the embedding was still running
+        release.set()
+        assert pending.result(timeout=5) == [[0.0, 1.0]]
+    finally:
+        module.set_embedder(None)
+
+
+def test_the_local_embedder_signals_as_it_enters_its_model(embedder):
+    from infra import embedder as module
+
+    embedder.recent.clear()
+    pending = module.embed_soon(["a fresh text that is not in the recent vectors"])
+    assert len(pending.result(timeout=30)[0]) == 384
+    signalled = []
+    module._worker.started = type("E", (), {"set": lambda self: signalled.append(True)})()
+    try:
+        embedder._compute(["another fresh text"])
+    finally:
+        module._worker.started = None
+    assert signalled == [True]
