@@ -193,9 +193,13 @@ class LocalEmbedder:
         return self.recent.embed(texts, self._compute) if texts else []
 
     def _compute(self, texts: list[str]) -> list[list[float]]:
+        # Dynamic int8 quantization scales each activation tensor by its own range, so a batched text's vector would
+        # depend on the texts beside it (cosine ~0.99 to the same text alone): there, each text is its own batch, and a
+        # memory's point, its duplicate check and a query for it all see the same vector.
+        size = 1 if self.runtime == "onnx-int8" else 64
         out: list[list[float]] = []
-        for start in range(0, len(texts), 64):
-            out.extend(self._batch(texts[start:start + 64]))
+        for start in range(0, len(texts), size):
+            out.extend(self._batch(texts[start:start + size]))
         return out
 
     def _batch(self, texts: list[str]) -> list[list[float]]:

@@ -70,6 +70,19 @@ def test_default_runtime_is_the_int8_export_close_to_the_float_model(embedder, s
         assert max(range(len(exact)), key=lambda j: _cos(q, exact[j])) == i
 
 
+@pytest.mark.parametrize("runtime", ["onnx-int8", "onnx"])
+def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it(embedder, runtime):
+    """A memory embedded in the outbox's batch, its duplicate check and a query for it must meet the same vector."""
+    local = embedder if runtime == embedder.runtime else LocalEmbedder(runtime=runtime)
+    texts = ["Caroline: I went to a LGBTQ support group yesterday and it was so powerful.", "ok",
+             "Melanie: Wow, that's cool! What inspired you to paint a sunset over the lake last weekend?",
+             "I fly to Newark on Friday."]
+    batched = local._compute(texts)
+    for text, vector in zip(texts, batched, strict=True):
+        alone = local._compute([text])[0]
+        assert max(abs(x - y) for x, y in zip(alone, vector)) < 1e-5
+
+
 def test_onnx_vectors_skip_the_modules_but_equal_what_they_compute(embedder):
     """The session is fed straight from the tokenizer: same padding, truncation, mean pooling and normalisation."""
     assert embedder._direct is not None
