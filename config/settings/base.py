@@ -115,6 +115,9 @@ REDIS_KEY_PREFIX = env("REDIS_KEY_PREFIX", default="cont")
 QDRANT_URL = env("QDRANT_URL", default="")
 QDRANT_API_KEY = env("QDRANT_API_KEY", default="")
 QDRANT_EDGE_PATH = Path(env("QDRANT_EDGE_PATH", default=str(VAR_DIR / "qdrant-edge")))
+# Threads of the Edge shard's search pool (0: one per CPU, Qdrant's default). One: each request's search stays on one
+# core, and concurrent requests are the parallelism.
+QDRANT_EDGE_SEARCH_THREADS = env.int("QDRANT_EDGE_SEARCH_THREADS", default=1)
 QDRANT_COLLECTION_PREFIX = env("QDRANT_COLLECTION_PREFIX", default="continuum_memories")
 
 # --- Embeddings ------------------------------------------------------------

@@ -373,6 +373,21 @@ def test_the_registry_opens_one_edge_shard_per_embedding_model(settings):
     assert reopened is not store and reopened.health() == 0
 
 
+@pytest.mark.parametrize("threads, expected", [(1, 1), (3, 3), (0, None)])
+def test_the_edge_search_pool_takes_its_size_from_the_settings(settings, tmp_path, threads, expected):
+    settings.QDRANT_EDGE_PATH = tmp_path / "edge"
+    settings.QDRANT_EDGE_SEARCH_THREADS = threads  # 0: one thread per CPU, Qdrant's own default
+    settings.EMBEDDING_DIM = DIM
+    store = EdgeVectorStore.from_settings()
+    try:
+        assert store._config().max_search_threads == expected
+        store.upsert([point(TENANT_A, USER_1, "I fly to Newark on Friday", basis(0))])
+        assert [h.payload["text"] for h in store.search(Scope(TENANT_A, USER_1), dense=basis(0), limit=1)] == [
+            "I fly to Newark on Friday"]
+    finally:
+        store.close()
+
+
 def test_a_forked_process_does_not_reuse_the_parents_edge_shard(monkeypatch):
     import memory.vector_store.registry as registry
 
