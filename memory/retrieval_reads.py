@@ -94,7 +94,8 @@ def memory_rows_orm(*, tenant, user_ids, memory_ids, now) -> list[dict]:
             .values(*MEMORY_KEYS[:-2], dates=KeyTransform("dates", "metadata"))]
     numbers = session_numbers_orm(tenant=tenant, user_ids=user_ids) if rows else {}
     for row in rows:
-        row["source_message_ids"] = [str(m) for m in row["source_message_ids"] or []]
+        ids = row["source_message_ids"]
+        row["source_message_ids"] = [str(m) for m in ids] if isinstance(ids, list) else None
         row["session_number"] = numbers.get(row["session_id"])
     return rows
 
@@ -110,8 +111,9 @@ def _memory_sql() -> str:
         elif key == "created_at":
             col = _micros(col)
         elif key == "source_message_ids":
-            # A text[] the driver loads natively: a JSON document per row costs a json.loads each.
-            col = f"ARRAY(SELECT jsonb_array_elements_text({col}))"
+            # A text[] the driver loads natively: a JSON document per row costs a json.loads each. Anything but a
+            # JSON array (a stored null) reads as no list, as the ORM path reads it.
+            col = f"CASE WHEN jsonb_typeof({col}) = 'array' THEN ARRAY(SELECT jsonb_array_elements_text({col})) END"
         cols.append(col)
     # Of the metadata, only the dates a memory's words refer to are shown (its provenance line).
     cols.append(f"r.{_column(r, 'metadata')} -> 'dates'")

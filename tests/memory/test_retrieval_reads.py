@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.models import JSONField, Value
 
 from infra import clock
 from memory.models import MemoryRecord, MemoryStatus
@@ -36,6 +37,8 @@ def stored(alice, bob, alice_user):
     stale = memory_create(tenant=alice, user=alice_user, kind="fact", text="My passport expires soon.")
     MemoryRecord.objects.filter(pk=stale.pk).update(expires_at=clock.now() - timedelta(days=1))
     dated = memory_create(tenant=alice, user=alice_user, kind="event", text="I landed in Porto yesterday.")
+    odd = memory_create(tenant=alice, user=alice_user, kind="fact", text="My seat is 14C.")
+    MemoryRecord.objects.filter(pk=odd.pk).update(source_message_ids=Value(None, JSONField()))  # JSON null, no list
     MemoryRecord.objects.filter(pk=dated.pk).update(metadata={"dates": DATES, "extractor_note": "kept out of reads"})
     return {"other": memory_create(tenant=alice, user=other, kind="fact", text="Zed likes jazz."), "dated": str(dated.pk),
             "outsider_ids": [str(pk) for pk in MemoryRecord.objects.filter(tenant=bob).values_list("pk", flat=True)],
@@ -59,6 +62,7 @@ def test_memory_rows_match_the_orm_and_keep_their_scope(alice, alice_user, store
     assert any(r["source_message_id"] for r in native.values())
     assert native[stored["dated"]]["dates"] == DATES  # of the metadata, only the dates are read
     assert any(r["source_message_ids"] for r in native.values())
+    assert [r["source_message_ids"] for r in native.values()].count(None) == 1  # the JSON null reads as no list
     assert memory_rows(tenant=alice, user_ids=[str(alice_user.pk)], memory_ids=[], now=now) == {}
 
 
