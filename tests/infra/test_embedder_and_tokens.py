@@ -251,3 +251,21 @@ def test_the_local_embedder_signals_as_it_enters_its_model(embedder):
     finally:
         module._worker.started = None
     assert signalled == [True]
+
+
+@pytest.mark.parametrize("configured, expected", [(None, 1), ("2", 2)])
+def test_numpys_blas_runs_on_the_configured_threads_in_a_service_process(configured, expected):
+    """A process that loads the settings before numpy (every entry point does) gets BLAS_THREADS BLAS threads."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "BLAS_THREADS")}
+    if configured:
+        env["BLAS_THREADS"] = configured
+    code = ("import django; django.setup(); import numpy; from threadpoolctl import threadpool_info; import json; "
+            "print(json.dumps([i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[2], check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [expected]
