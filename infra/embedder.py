@@ -50,8 +50,7 @@ def _onnx_model_dir(source: str, runtime: str = "onnx") -> str:
     from sentence_transformers import SentenceTransformer
 
     version = getattr(pkg, "__version__", "0")
-    suffix = "onnx" if runtime == "onnx" else runtime
-    target = Path(settings.EMBEDDING_CACHE_DIR) / f"{settings.EMBEDDING_MODEL}-{version}-{suffix}"
+    target = Path(settings.EMBEDDING_CACHE_DIR) / f"{settings.EMBEDDING_MODEL}-{version}-{runtime}"
     if (target / ONNX_FILES[runtime]).exists():
         return str(target)
     target.parent.mkdir(parents=True, exist_ok=True)
