@@ -28,6 +28,8 @@ from .models import MemoryRecord, MemoryStatus
 
 MEMORY_KEYS = ("id", "user_id", "kind", "text", "source_type", "created_at", "session_id", "source_message_id",
                "source_message_ids", "confidence", "importance", "access_count", "dates", "session_number")
+# The keys read straight from a memory's columns; the last two of MEMORY_KEYS are derived in the read itself.
+_COLUMN_KEYS = MEMORY_KEYS[:-2]
 TURN_KEYS = ("pk", "session_id", "seq", "role", "name", "content", "session__user_id", "around")
 _ID_KEYS = ("id", "user_id", "session_id", "source_message_id", "pk", "session__user_id", "around")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -91,7 +93,7 @@ def memory_rows_orm(*, tenant, user_ids, memory_ids, now) -> list[dict]:
                                         status=MemoryStatus.ACTIVE)
             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
             .order_by()  # the rows are looked up by id: sorting them is wasted work
-            .values(*MEMORY_KEYS[:-2], dates=KeyTransform("dates", "metadata"))]
+            .values(*_COLUMN_KEYS, dates=KeyTransform("dates", "metadata"))]
     numbers = session_numbers_orm(tenant=tenant, user_ids=user_ids) if rows else {}
     for row in rows:
         ids = row["source_message_ids"]
@@ -104,7 +106,7 @@ def memory_rows_orm(*, tenant, user_ids, memory_ids, now) -> list[dict]:
 def _memory_sql() -> str:
     r, s = MemoryRecord, Session
     cols = []
-    for key in MEMORY_KEYS[:-2]:
+    for key in _COLUMN_KEYS:
         col = f"r.{_column(r, key)}"
         if key in _ID_KEYS:
             col = _uuid_text(col)
