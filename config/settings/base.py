@@ -12,7 +12,7 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").
 
 # numpy's OpenBLAS starts one thread per CPU and its workers spin for a while after each call: a matrix product in this
 # process (the lifecycle jobs' duplicate search, a benchmark's baseline) then held the cores that requests, ONNX
-# Runtime and Qdrant Edge need (LoCoMo retrieval p50/p95 21.0-22.0/25.1-27.3 -> 19.4/23.4-24.2 ms on one BLAS thread).
+# Runtime and Qdrant Edge need (LoCoMo retrieval p50/p95 21.0-22.0/25.1-27.3 -> 19.4-20.0/23.4-24.7 ms on one thread).
 # Read once, when numpy loads: the settings are imported before it in every entry point.
 BLAS_THREADS = env.int("BLAS_THREADS", default=1)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", str(BLAS_THREADS))
