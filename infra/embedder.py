@@ -4,7 +4,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
-import functools
 import logging
 import os
 import shutil
@@ -262,9 +261,19 @@ def _embed_on_worker(embedder, texts: list[str], started: threading.Event):
         started.set()  # served from RecentVectors, or failed: nothing to wait for
 
 
-@functools.lru_cache(maxsize=1)
+_default_lock = threading.Lock()
+_default_instance: Embedder | None = None
+
+
 def _default() -> Embedder:
-    return OpenAIEmbedder() if settings.EMBEDDING_BACKEND == "openai" else LocalEmbedder()
+    # Built once even when several task threads ask first: concurrent loads imported the ONNX runtime half-initialised
+    # and fell back to torch (other vectors), and torch then failed on its half-loaded weights.
+    global _default_instance
+    if _default_instance is None:
+        with _default_lock:
+            if _default_instance is None:
+                _default_instance = OpenAIEmbedder() if settings.EMBEDDING_BACKEND == "openai" else LocalEmbedder()
+    return _default_instance
 
 
 def get_embedder() -> Embedder:

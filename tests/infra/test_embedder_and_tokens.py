@@ -269,3 +269,28 @@ def test_numpys_blas_runs_on_the_configured_threads_in_a_service_process(configu
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[2], check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [expected]
+
+
+def test_the_default_embedder_is_built_once_when_many_threads_ask_first(monkeypatch):
+    import threading
+    import time
+
+    from infra import embedder as module
+
+    built = []
+
+    class SlowToLoad:
+        def __init__(self):
+            built.append(self)
+            time.sleep(0.1)  # a model load: long enough for every other thread to arrive meanwhile
+
+    monkeypatch.setattr(module, "LocalEmbedder", SlowToLoad)
+    monkeypatch.setattr(module, "_default_instance", None)
+    got = []
+    gate = threading.Barrier(8)
+    threads = [threading.Thread(target=lambda: (gate.wait(), got.append(module.get_embedder()))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(built) == 1 and len(got) == 8 and all(e is built[0] for e in got)
