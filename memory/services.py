@@ -23,6 +23,7 @@ from .extraction.injection import candidate_instruction_kinds
 from .extraction.secrets import secrets_redact
 from .models import MemoryEvent, MemoryKind, MemoryRecord, MemoryStatus, SourceType
 from .outbox import outbox_enqueue
+from .user_lock import user_memory_lock
 from .vector_store import Scope, get_vector_store
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ def decisions_apply(*, tenant: Tenant, user: EndUser, decisions, session=None, s
     memory_ids gives each decision's id for a new row (deterministic in extraction); an id that already
     exists means this work was done before, and the existing row is returned untouched.
     """
-    from .extraction.verify import CREATE, REINFORCE, SKIP, SUPERSEDE
+    from .extraction.verify import CREATE, OUTDATED, REINFORCE, SKIP, SUPERSEDE
 
     results: list[tuple[MemoryRecord | None, str]] = []
     changed: list[MemoryRecord] = []
@@ -167,7 +168,7 @@ def decisions_apply(*, tenant: Tenant, user: EndUser, decisions, session=None, s
         targets = list(MemoryRecord.objects.select_for_update().filter(
             tenant=tenant, user=user, pk__in=decision.target_ids, status=MemoryStatus.ACTIVE)) \
             if decision.target_ids else []
-        if action in (REINFORCE, SUPERSEDE) and not targets:
+        if action in (REINFORCE, SUPERSEDE, OUTDATED) and not targets:
             action = CREATE  # the target changed since verification: store the candidate as new
         if action == REINFORCE and source_message is not None \
                 and str(source_message.pk) in targets[0].source_message_ids:
@@ -184,6 +185,12 @@ def decisions_apply(*, tenant: Tenant, user: EndUser, decisions, session=None, s
         _create_locked(record, actor_type=actor_type, actor_id=actor_id,
                        note=f"supersedes {', '.join(str(t.pk) for t in targets)}" if action == SUPERSEDE else "")
         changed.append(record)
+        if action == OUTDATED:
+            # Said before the slot's current value: kept in the history, born superseded by what was said later.
+            memory_supersede(old=record, new=targets[0], actor_type=actor_type, actor_id=actor_id,
+                             note=f"stated before {targets[0].pk}, which it does not replace")
+            results.append((record, "outdated"))
+            continue
         # A memory held for review does not displace an active one until it is approved.
         if action == SUPERSEDE and record.status == MemoryStatus.ACTIVE:
             for old in targets:
@@ -253,10 +260,12 @@ def memory_remember(*, tenant: Tenant, user: EndUser, kind: str, text: str, sour
         log.info("remember refused for user %s: %s", user.pk, ", ".join(refused))
         return None, "refused_instruction"
     vectors = get_embedder().embed([candidate.text])
-    decisions = candidates_verify(tenant=tenant, user=user, candidates=[candidate], vectors=vectors)
-    with transaction.atomic():
-        return decisions_apply(tenant=tenant, user=user, decisions=decisions, session=session,
-                               source_message=source_message, actor_type=actor_type, actor_id=actor_id)[0]
+    with user_memory_lock(tenant_id=tenant.pk, user_id=user.pk):
+        decisions = candidates_verify(tenant=tenant, user=user, candidates=[candidate], vectors=vectors,
+                                      stated_at=source_message.created_at if source_message is not None else None)
+        with transaction.atomic():
+            return decisions_apply(tenant=tenant, user=user, decisions=decisions, session=session,
+                                   source_message=source_message, actor_type=actor_type, actor_id=actor_id)[0]
 
 
 def memory_access_record(*, tenant_id, memory_ids: list[str], at: datetime | None = None) -> int:

@@ -239,6 +239,9 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # --- Embedded topology -------------------------------------------------------
 # An Edge shard is locked to one process; in embedded mode the worker runs inside the web process.
 CONTINUUM_EMBEDDED_WORKER = env.bool("CONTINUUM_EMBEDDED_WORKER", default=False)
+# Tasks the embedded worker runs at once (threads; 1: one at a time on the solo pool). Extraction mostly waits for
+# the model, so a few overlap their waits; each still takes CPU from requests while it embeds and writes.
+EMBEDDED_WORKER_CONCURRENCY = env.int("EMBEDDED_WORKER_CONCURRENCY", default=4)
 # Long-lived threads for requests' sync code under ASGI (infra/request_threads.py); busy beyond them, a request gets
 # a fresh thread as Django would give it. Each keeps its own database connection.
 ASGI_REQUEST_THREADS = env.int("ASGI_REQUEST_THREADS", default=32)
@@ -258,6 +261,10 @@ MEMORY_LIFECYCLE_BATCH = env.int("MEMORY_LIFECYCLE_BATCH", default=500)
 MEMORY_LIFECYCLE_LOCK_SECONDS = env.int("MEMORY_LIFECYCLE_LOCK_SECONDS", default=CELERY_TASK_TIME_LIMIT + 60)
 # Cosine similarity at or above which two active memories of one user (same kind) are the same memory.
 MEMORY_MERGE_SIMILARITY = env.float("MEMORY_MERGE_SIMILARITY", default=0.92)
+# A user's memory writes (verification, transaction, vector writes) run one at a time: the lock's expiry if its holder
+# dies, and how long the next writer waits for it before giving up (a task then retries, a request answers 503).
+MEMORY_USER_LOCK_SECONDS = env.int("MEMORY_USER_LOCK_SECONDS", default=60)
+MEMORY_USER_LOCK_WAIT_SECONDS = env.float("MEMORY_USER_LOCK_WAIT_SECONDS", default=30.0)
 # Effective importance halves every this many days without access (per kind; "default" for the rest).
 MEMORY_DECAY_HALF_LIFE_DAYS = env.json("MEMORY_DECAY_HALF_LIFE_DAYS",
                                        default={"event": 30, "goal": 60, "default": 180})

@@ -22,6 +22,7 @@ from sessions.models import Message
 
 from ..models import MemoryKind
 from ..services import decisions_apply, memory_id_for
+from ..user_lock import user_memory_lock
 from .candidate import Candidate
 from .classify import message_triage
 from .injection import candidates_screen, injection_screen
@@ -128,17 +129,18 @@ def _extract_locked(message: Message, *, allow_llm_failure: bool) -> ExtractionR
             raise  # the task retries with backoff
         log.warning("LLM unavailable on the last attempt for message %s: rules only", message.pk)
         candidates = candidates_for_message(message, use_llm=False)
-    decisions = []
-    if candidates:
-        vectors = get_embedder().embed([c.text for c in candidates])
-        decisions = candidates_verify(tenant=tenant, user=user, candidates=candidates, vectors=vectors)
-    ids = [memory_id_for(message.pk, i) for i in range(len(decisions))]
-    with transaction.atomic():
-        claimed = Message.objects.filter(pk=message.pk, extracted_at__isnull=True).update(extracted_at=clock.now())
-        if not claimed:
-            return ExtractionResult(str(message.pk), "already_done")
-        results = decisions_apply(tenant=tenant, user=user, decisions=decisions, session=session,
-                                  source_message=message, memory_ids=ids) if decisions else []
+    vectors = get_embedder().embed([c.text for c in candidates]) if candidates else []
+    with user_memory_lock(tenant_id=tenant.pk, user_id=user.pk):
+        decisions = candidates_verify(tenant=tenant, user=user, candidates=candidates, vectors=vectors,
+                                      stated_at=message.created_at) if candidates else []
+        ids = [memory_id_for(message.pk, i) for i in range(len(decisions))]
+        with transaction.atomic():
+            claimed = Message.objects.filter(pk=message.pk, extracted_at__isnull=True) \
+                .update(extracted_at=clock.now())
+            if not claimed:
+                return ExtractionResult(str(message.pk), "already_done")
+            results = decisions_apply(tenant=tenant, user=user, decisions=decisions, session=session,
+                                      source_message=message, memory_ids=ids) if decisions else []
     _session_facts_push(message, results)
     status = "done" if candidates else "skipped"
     return ExtractionResult(str(message.pk), status, [outcome for _, outcome in results],

@@ -1,4 +1,5 @@
-"""Verify candidates against what the user already has: a near-duplicate reinforces, a contradiction supersedes."""
+"""Verify candidates against what the user already has: a near-duplicate reinforces, a contradiction supersedes,
+and a contradiction older than the slot's value is kept as history only."""
 from __future__ import annotations
 
 import logging
@@ -14,14 +15,14 @@ from .candidate import Candidate, value_normalize
 
 log = logging.getLogger(__name__)
 
-CREATE, REINFORCE, SUPERSEDE, SKIP = "create", "reinforce", "supersede", "skip"
+CREATE, REINFORCE, SUPERSEDE, OUTDATED, SKIP = "create", "reinforce", "supersede", "outdated", "skip"
 
 
 @dataclass
 class Decision:
     candidate: Candidate
     action: str
-    target_ids: list[str]  # the memory reinforced, or the memories superseded
+    target_ids: list[str]  # the memory reinforced, the memories superseded, or the newer value that outdates it
     similarity: float | None = None
 
 
@@ -43,8 +44,13 @@ def _nearest_same_kind(*, tenant, user, candidate: Candidate, vector: list[float
     return hits[0].memory_id, float(hits[0].score)
 
 
-def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: list[list[float]]) -> list[Decision]:
-    """One decision per candidate, in order. Pure reads: the caller persists the decisions in one transaction."""
+def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: list[list[float]],
+                      stated_at=None) -> list[Decision]:
+    """One decision per candidate, in order. Pure reads: the caller persists the decisions in one transaction,
+    holding the user's memory-write lock (memory/user_lock.py) from before this call.
+
+    `stated_at`: when the candidates were said. A slot value stated after it wins whatever order the messages are
+    extracted in (retries and parallel workers reorder them), so an older contradiction does not supersede it."""
     threshold = settings.MEMORY_DUPLICATE_SIMILARITY
     decisions: list[Decision] = []
     kept: list[tuple[Candidate, list[float]]] = []
@@ -57,11 +63,16 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
         if candidate.subject:
             same_slot = list(MemoryRecord.objects.filter(tenant=tenant, user=user, subject=candidate.subject,
                                                          status=MemoryStatus.ACTIVE)
-                             .values_list("id", "value"))
+                             .order_by("-created_at").values_list("id", "value", "created_at"))
             if same_slot:
-                differing = [str(mid) for mid, value in same_slot
+                differing = [str(mid) for mid, value, _ in same_slot
                              if value_normalize(value) != value_normalize(candidate.value)]
-                agreeing = [str(mid) for mid, value in same_slot if str(mid) not in differing]
+                agreeing = [str(mid) for mid, _, _ in same_slot if str(mid) not in differing]
+                newer = [str(mid) for mid, _, created in same_slot
+                         if str(mid) in differing and stated_at is not None and created > stated_at]
+                if newer:
+                    decisions.append(Decision(candidate, OUTDATED, newer[:1]))
+                    continue
                 if differing:
                     decisions.append(Decision(candidate, SUPERSEDE, differing))
                     continue

@@ -214,3 +214,64 @@ def test_unreachable_llm_is_retried_then_rules_still_run(alice, alice_user, sett
         result = memory_extract(message_id=msg.pk, allow_llm_failure=True)
     assert result.status == "done"
     assert _mine(alice, alice_user, kind="preference").get().text == "Ada prefers aisle seats."
+
+
+def test_an_older_contradiction_extracted_late_does_not_replace_the_newer_value(alice, alice_user):
+    # Retries and parallel workers extract messages out of order: the later statement must still win.
+    _, (first, second) = record_turns(alice, alice_user, [("user", FLIGHT),
+                                                          ("user", "Actually, change the destination to Newark.")],
+                                      extract=False)
+    assert memory_extract(message_id=second.pk).status == "done"
+    result = memory_extract(message_id=first.pk)
+    assert "outdated" in result.outcomes
+    newer = _mine(alice, alice_user, subject="destination", status="active").get()
+    older = _mine(alice, alice_user, subject="destination", status="superseded").get()
+    assert (newer.value, older.value) == ("Newark", "NYC")
+    assert older.superseded_by_id == newer.pk and older.source_message_id == first.pk
+    assert list(MemoryEvent.objects.filter(memory_uuid=older.pk).values_list("action", flat=True)) == \
+        ["created", "superseded"]
+    points = points_of(alice, alice_user)
+    assert points[str(older.pk)]["status"] == "superseded" and points[str(newer.pk)]["status"] == "active"
+    # A rerun of the late message changes nothing.
+    assert memory_extract(message_id=first.pk).status == "already_done"
+    assert _mine(alice, alice_user, subject="destination").count() == 2
+
+
+def test_extraction_waits_while_another_writer_holds_the_users_memories(alice, alice_user):
+    import threading
+
+    from django.db import connection
+
+    from memory.user_lock import user_memory_lock
+
+    _, (message,) = record_turns(alice, alice_user, [("user", FLIGHT)], extract=False)
+    outcome = {}
+
+    def extract():
+        try:
+            outcome["status"] = memory_extract(message_id=message.pk).status
+        finally:
+            connection.close()
+
+    with user_memory_lock(tenant_id=alice.pk, user_id=alice_user.pk):
+        worker = threading.Thread(target=extract)
+        worker.start()
+        worker.join(timeout=1.5)
+        # Still waiting: nothing written, the message not marked extracted.
+        assert worker.is_alive() and not _mine(alice, alice_user).exists()
+        assert Message.objects.get(pk=message.pk).extracted_at is None
+    worker.join(timeout=30)
+    assert outcome == {"status": "done"} and _mine(alice, alice_user, subject="destination").count() == 1
+
+
+def test_a_writer_that_cannot_get_the_lock_gives_up_without_losing_the_message(alice, alice_user, settings):
+    from infra.errors import ServiceUnavailable
+    from memory.user_lock import user_memory_lock
+
+    settings.MEMORY_USER_LOCK_WAIT_SECONDS = 0.2
+    _, (message,) = record_turns(alice, alice_user, [("user", FLIGHT)], extract=False)
+    with user_memory_lock(tenant_id=alice.pk, user_id=alice_user.pk):
+        with pytest.raises(ServiceUnavailable):
+            memory_extract(message_id=message.pk)  # the task retries with backoff
+    assert Message.objects.get(pk=message.pk).extracted_at is None and not _mine(alice, alice_user).exists()
+    assert memory_extract(message_id=message.pk).status == "done"
