@@ -10,3 +10,5 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # Lifecycle jobs live in a package below the memory app, out of autodiscovery's default reach.
 app.autodiscover_tasks(["memory.lifecycle"])
+
+import infra.worker_wakeup  # noqa: E402,F401  (connects its worker_ready handler in every worker)

@@ -10,6 +10,8 @@ import logging
 import os
 import threading
 
+from django.conf import settings
+
 log = logging.getLogger(__name__)
 _started = threading.Event()
 
@@ -18,22 +20,34 @@ def start_embedded_worker() -> None:
     if _started.is_set():
         return
     _started.set()
+    from celery import signals
     from celery.beat import EmbeddedService
     from celery.worker import WorkController
 
     from config.celery import app
 
+    class EmbeddedWorkController(WorkController):
+        def on_consumer_ready(self, consumer):
+            # The command-line worker announces this; the bare controller does not, and infra/worker_wakeup.py
+            # listens for it.
+            signals.worker_ready.send(sender=consumer)
+
+    concurrency = settings.EMBEDDED_WORKER_CONCURRENCY
+
     def run_worker():
-        # Built inside its own thread: the solo pool announces worker_process_init when it is created, and Django's
-        # Celery fixup then closes connections, which Django refuses in the server's event-loop thread.
-        # The solo pool runs each task in the consumer's own thread. The threads pool, with late acks and a prefetch
-        # of one, picked new tasks up only every few seconds (20 short tasks: 25 s against 0.2 s with solo).
-        WorkController(
-            app=app, hostname=f"embedded@{os.getpid()}", concurrency=1, pool_cls="solo",
+        # Built inside its own thread: creating a pool announces worker_process_init, and Django's Celery fixup then
+        # closes connections, which Django refuses in the server's event-loop thread.
+        # Tasks run on a pool of threads: most of an extraction is waiting for the model (two calls per user
+        # message), and one task at a time let extraction fall minutes behind the conversation (32 users with a
+        # 5 s think time and a 200 ms model: lag p50 52 s, growing). infra/worker_wakeup.py keeps the pool's
+        # finished tasks from holding their slots.
+        EmbeddedWorkController(
+            app=app, hostname=f"embedded@{os.getpid()}", concurrency=concurrency,
+            pool_cls="threads" if concurrency > 1 else "solo",
             queues=["default", "llm", "maintenance"], without_heartbeat=True, without_mingle=True, without_gossip=True,
         ).start()
 
     threading.Thread(target=run_worker, name="celery-worker", daemon=True).start()
     beat = EmbeddedService(app, thread=True)
     beat.start()
-    log.info("embedded Celery worker (solo pool) and beat started in process %d", os.getpid())
+    log.info("embedded Celery worker (%d task threads) and beat started in process %d", concurrency, os.getpid())

@@ -78,9 +78,9 @@ class Worker:
         out = open(self.log, "a")
         # A session of its own, so SIGKILL reaches the worker and every thread/child it has, and nothing else.
         self.proc = subprocess.Popen(
-            # solo: one process holds the Qdrant Edge shard (prefork children would fight over it), and the threads
-            # pool fetches only every few seconds with late acks and prefetch 1 (see the report on bench/load.py).
-            [celery, "-A", "config", "worker", "-Q", "default,llm,maintenance", "--pool", "solo",
+            # threads, as scripts/run's model-bound worker and the embedded worker run: one process holds the Qdrant
+            # Edge shard (prefork children would fight over it), and several tasks are in flight when it is killed.
+            [celery, "-A", "config", "worker", "-Q", "default,llm,maintenance", "--pool", "threads", "-c", "4",
              "--loglevel", "INFO", "-n", f"proof-{uuid.uuid4().hex[:8]}@%h",
              "--without-gossip", "--without-mingle", "--without-heartbeat"],
             cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
