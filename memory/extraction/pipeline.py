@@ -6,6 +6,7 @@ writes, and memory ids derived from (message, position) make any rerun land on t
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field
 
@@ -130,7 +131,8 @@ def _extract_locked(message: Message, *, allow_llm_failure: bool) -> ExtractionR
         log.warning("LLM unavailable on the last attempt for message %s: rules only", message.pk)
         candidates = candidates_for_message(message, use_llm=False)
     vectors = get_embedder().embed([c.text for c in candidates]) if candidates else []
-    with user_memory_lock(tenant_id=tenant.pk, user_id=user.pk):
+    # Nothing to write but the claim (an assistant turn, chatter): no other writer can be affected.
+    with user_memory_lock(tenant_id=tenant.pk, user_id=user.pk) if candidates else contextlib.nullcontext():
         decisions = candidates_verify(tenant=tenant, user=user, candidates=candidates, vectors=vectors,
                                       stated_at=message.created_at) if candidates else []
         ids = [memory_id_for(message.pk, i) for i in range(len(decisions))]
