@@ -244,6 +244,9 @@ def test_extraction_waits_while_another_writer_holds_the_users_memories(alice, a
 
     from memory.user_lock import user_memory_lock
 
+    from infra.embedder import get_embedder
+
+    get_embedder().embed(["loaded"])  # a first model load alone outlasts the wait below
     _, (message,) = record_turns(alice, alice_user, [("user", FLIGHT)], extract=False)
     outcome = {}
 
@@ -275,3 +278,31 @@ def test_a_writer_that_cannot_get_the_lock_gives_up_without_losing_the_message(a
             memory_extract(message_id=message.pk)  # the task retries with backoff
     assert Message.objects.get(pk=message.pk).extracted_at is None and not _mine(alice, alice_user).exists()
     assert memory_extract(message_id=message.pk).status == "done"
+
+
+def test_the_remember_tool_takes_its_turn_with_extraction(alice, alice_user):
+    import threading
+
+    from django.db import connection
+
+    from infra.embedder import get_embedder
+    from memory.services import memory_remember
+    from memory.user_lock import user_memory_lock
+
+    get_embedder().embed(["loaded"])  # a first model load alone outlasts the wait below
+    outcome = {}
+
+    def remember():
+        try:
+            outcome["result"] = memory_remember(tenant=alice, user=alice_user, kind="preference",
+                                                text="Ada prefers aisle seats.")[1]
+        finally:
+            connection.close()
+
+    with user_memory_lock(tenant_id=alice.pk, user_id=alice_user.pk):
+        writer = threading.Thread(target=remember)
+        writer.start()
+        writer.join(timeout=1.5)
+        assert writer.is_alive() and not _mine(alice, alice_user).exists()
+    writer.join(timeout=30)
+    assert outcome == {"result": "created"} and _mine(alice, alice_user, kind="preference").count() == 1
