@@ -12,6 +12,7 @@ from django.db.models import F
 from infra import clock
 from infra.errors import Conflict, ValidationFailed
 from infra.tokens import count_tokens
+from memory.extraction.classify import role_extracted
 from tenants.models import EndUser, Tenant
 
 from .models import Message, Session
@@ -113,7 +114,10 @@ def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage], enqu
             Message(tenant=tenant, session=session, seq=seq0 + i + 1, role=item.role, content=contents[i],
                     name=item.name or "", external_id=item.external_id, created_at=item.created_at or now,
                     token_count=count_tokens(contents[i]), tool_calls=_redacted_calls(item.tool_calls),
-                    tool_call_id=item.tool_call_id or "")
+                    tool_call_id=item.tool_call_id or "",
+                    # An assistant or tool message has nothing to extract: a task for it only claimed it (a queued
+                    # task, a worker run and two queries per turn).
+                    extracted_at=None if role_extracted(item.role) else now)
             for i, item in enumerate(items)
         ]
         Message.objects.bulk_create(rows)
@@ -121,8 +125,9 @@ def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage], enqu
         Session.objects.filter(pk=session.pk).update(message_seq=F("message_seq") + len(rows),
                                                      last_activity_at=max(last_ts, now))
         ids = [str(r.id) for r in rows]
+        to_extract = [str(r.id) for r in rows if r.extracted_at is None] if enqueue_extraction else []
         tenant_id, user_id, session_pk = str(tenant.pk), str(session.user_id), str(session.pk)
-        transaction.on_commit(lambda: _after_append(tenant_id, user_id, session_pk, ids, enqueue_extraction, rows))
+        transaction.on_commit(lambda: _after_append(tenant_id, user_id, session_pk, ids, to_extract, rows))
     return rows
 
 
@@ -143,15 +148,15 @@ def _redacted_calls(tool_calls: list | None) -> list:
     return calls
 
 
-def _after_append(tenant_id: str, user_id: str, session_id: str, message_ids: list[str], enqueue_extraction: bool,
+def _after_append(tenant_id: str, user_id: str, session_id: str, message_ids: list[str], to_extract: list[str],
                   rows: list[Message] | None = None) -> None:
     from .buffer import buffer_append_messages
 
     # The committed rows are handed over so the buffer need not read them back.
     buffer_append_messages(tenant_id=tenant_id, user_id=user_id, session_id=session_id, message_ids=message_ids,
                            messages=rows)
-    if enqueue_extraction:
+    if to_extract:
         from memory.tasks import memory_extract_task
 
-        for mid in message_ids:
+        for mid in to_extract:
             memory_extract_task.delay(mid)

@@ -64,9 +64,15 @@ def informative_text(text: str) -> str:
     return " ".join(s for s in split_sentences(text) if not is_filler_sentence(s))
 
 
+def role_extracted(role: str) -> bool:
+    """Whether extraction ever reads a message of this role: only what the user says is remembered about them.
+    Messages of other roles are stored already marked extracted, and no task is queued for them."""
+    return role == "user"
+
+
 def message_triage(*, text: str, role: str) -> Triage:
     """Decide whether a message is worth any further work (rules, LLM, storage)."""
-    if role != "user":
+    if not role_extracted(role):
         return Triage(False, "", "not_user")
     kept = informative_text(text)
     if not kept:
