@@ -237,34 +237,46 @@ def test_an_older_contradiction_extracted_late_does_not_replace_the_newer_value(
     assert _mine(alice, alice_user, subject="destination").count() == 2
 
 
-def test_extraction_waits_while_another_writer_holds_the_users_memories(alice, alice_user):
+def _write_while_the_users_lock_is_held(tenant, user, write, *, while_waiting):
+    """Start `write` on another thread while this test holds the user's memory-write lock; after 1.5 s the writer
+    must still be waiting and `while_waiting` checks that nothing was written. Returns what `write` returned once
+    the lock is let go."""
     import threading
 
     from django.db import connection
 
+    from infra.embedder import get_embedder
     from memory.user_lock import user_memory_lock
 
-    from infra.embedder import get_embedder
-
     get_embedder().embed(["loaded"])  # a first model load alone outlasts the wait below
-    _, (message,) = record_turns(alice, alice_user, [("user", FLIGHT)], extract=False)
     outcome = {}
 
-    def extract():
+    def run():
         try:
-            outcome["status"] = memory_extract(message_id=message.pk).status
+            outcome["value"] = write()
         finally:
             connection.close()
 
-    with user_memory_lock(tenant_id=alice.pk, user_id=alice_user.pk):
-        worker = threading.Thread(target=extract)
-        worker.start()
-        worker.join(timeout=1.5)
-        # Still waiting: nothing written, the message not marked extracted.
-        assert worker.is_alive() and not _mine(alice, alice_user).exists()
-        assert Message.objects.get(pk=message.pk).extracted_at is None
-    worker.join(timeout=30)
-    assert outcome == {"status": "done"} and _mine(alice, alice_user, subject="destination").count() == 1
+    with user_memory_lock(tenant_id=tenant.pk, user_id=user.pk):
+        writer = threading.Thread(target=run)
+        writer.start()
+        writer.join(timeout=1.5)
+        assert writer.is_alive()
+        while_waiting()
+    writer.join(timeout=30)
+    return outcome.get("value")
+
+
+def test_extraction_waits_while_another_writer_holds_the_users_memories(alice, alice_user):
+    _, (message,) = record_turns(alice, alice_user, [("user", FLIGHT)], extract=False)
+
+    def nothing_written():
+        assert not _mine(alice, alice_user).exists()
+        assert Message.objects.get(pk=message.pk).extracted_at is None  # not even marked extracted
+
+    status = _write_while_the_users_lock_is_held(
+        alice, alice_user, lambda: memory_extract(message_id=message.pk).status, while_waiting=nothing_written)
+    assert status == "done" and _mine(alice, alice_user, subject="destination").count() == 1
 
 
 def test_a_writer_that_cannot_get_the_lock_gives_up_without_losing_the_message(alice, alice_user, settings):
@@ -281,28 +293,13 @@ def test_a_writer_that_cannot_get_the_lock_gives_up_without_losing_the_message(a
 
 
 def test_the_remember_tool_takes_its_turn_with_extraction(alice, alice_user):
-    import threading
-
-    from django.db import connection
-
-    from infra.embedder import get_embedder
     from memory.services import memory_remember
-    from memory.user_lock import user_memory_lock
 
-    get_embedder().embed(["loaded"])  # a first model load alone outlasts the wait below
-    outcome = {}
+    def nothing_written():
+        assert not _mine(alice, alice_user).exists()
 
-    def remember():
-        try:
-            outcome["result"] = memory_remember(tenant=alice, user=alice_user, kind="preference",
-                                                text="Ada prefers aisle seats.")[1]
-        finally:
-            connection.close()
-
-    with user_memory_lock(tenant_id=alice.pk, user_id=alice_user.pk):
-        writer = threading.Thread(target=remember)
-        writer.start()
-        writer.join(timeout=1.5)
-        assert writer.is_alive() and not _mine(alice, alice_user).exists()
-    writer.join(timeout=30)
-    assert outcome == {"result": "created"} and _mine(alice, alice_user, kind="preference").count() == 1
+    result = _write_while_the_users_lock_is_held(
+        alice, alice_user, lambda: memory_remember(tenant=alice, user=alice_user, kind="preference",
+                                                   text="Ada prefers aisle seats.")[1],
+        while_waiting=nothing_written)
+    assert result == "created" and _mine(alice, alice_user, kind="preference").count() == 1
