@@ -25,7 +25,7 @@ from ..models import MemoryKind
 from ..services import decisions_apply, memory_id_for
 from ..user_lock import user_memory_lock
 from .candidate import Candidate
-from .classify import message_triage
+from .classify import message_triage, role_extracted
 from .injection import candidates_screen, injection_screen
 from .rules import resolve_dates, rules_extract
 from .secrets import REDACTED, secrets_redact
@@ -122,7 +122,7 @@ def memory_extract(*, message_id, allow_llm_failure: bool = False) -> Extraction
 
 def _extract_locked(message: Message, *, allow_llm_failure: bool) -> ExtractionResult:
     tenant, user, session = message.tenant, message.session.user, message.session
-    use_llm = llm_configured() and message.role == Message.Role.USER
+    use_llm = llm_configured() and role_extracted(message.role)
     try:
         candidates = candidates_for_message(message, use_llm=use_llm)
     except ServiceUnavailable:
