@@ -12,7 +12,8 @@ from django.db import transaction
 from infra.errors import AppError, Conflict, NotFound, ValidationFailed
 from sessions.models import Message, Session
 from sessions.selectors import access_session, session_open_for_user
-from sessions.services import NewMessage, session_open
+from orchestration.sessions import session_start
+from sessions.services import NewMessage
 from tenants.models import EndUser, Tenant
 from tenants.services import end_user_get_or_create
 
@@ -149,11 +150,11 @@ def chat_session_resolve(*, tenant: Tenant, user: EndUser, session_id: str | Non
         return session
     with transaction.atomic():
         # Two first requests of one user race here; the row lock makes the second find the first's session.
-        EndUser.objects.select_for_update().filter(pk=user.pk).first()
+        EndUser.objects.for_tenant(tenant).select_for_update().filter(pk=user.pk).first()
         current = session_open_for_user(tenant=tenant, user=user)
         if current is not None:
             return current
-        session, _ = session_open(tenant=tenant, user=user)
+        session, _ = session_start(tenant=tenant, user=user)
         return session
 
 
@@ -166,7 +167,7 @@ def chat_earlier_missing(*, tenant: Tenant, session: Session, earlier: list[tupl
     if not earlier:
         return []
     earlier = earlier[-(settings.CONTINUUM_MAX_BATCH - 1):]
-    known = set(Message.objects.filter(tenant=tenant, session__user_id=session.user_id,
+    known = set(Message.objects.for_tenant(tenant).filter(session__user_id=session.user_id,
                                        role__in=("user", "assistant"),
                                        content__in={text for _, text in earlier})
                 .values_list("role", "content"))

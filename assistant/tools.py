@@ -8,7 +8,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
-from infra.errors import AppError, NotFound
+from context.buffer import (buffer_add_subgoal, buffer_complete_subgoal, buffer_set_goal,
+                            buffer_update_notes)
+from infra.errors import AppError, NotFound, ServiceUnavailable
+from memory.actions import memory_delete, memory_remember
+from memory.retrieval import memory_retrieve
+from orchestration.messages import source_of
+from sessions.models import Message
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +87,6 @@ def _normalized(text: str) -> str:
 # --- handlers -----------------------------------------------------------------------------------------------------
 
 def _recall(ctx: ToolContext, args: dict) -> dict:
-    from infra.errors import ServiceUnavailable
-    from memory.retrieval import memory_retrieve
-
     query = _text(args, "query")
     try:
         k = int(args.get("k") or 5)
@@ -103,15 +106,13 @@ def _recall(ctx: ToolContext, args: dict) -> dict:
 
 def _user_message_quoting(ctx: ToolContext, quote: str):
     """The user's own message in this session that contains the quote, newest first; None if they never said it."""
-    from sessions.models import Message
-
     wanted = _normalized(quote)
     if len(wanted) < 3:
         return None
     candidates = []
     if ctx.user_message is not None:
         candidates.append(ctx.user_message)
-    candidates += list(Message.objects.filter(tenant=ctx.tenant, session=ctx.session, role=Message.Role.USER)
+    candidates += list(Message.objects.for_tenant(ctx.tenant).filter(session=ctx.session, role=Message.Role.USER)
                        .order_by("-seq")[:50])
     for message in candidates:
         if wanted in _normalized(message.content):
@@ -120,8 +121,6 @@ def _user_message_quoting(ctx: ToolContext, quote: str):
 
 
 def _remember(ctx: ToolContext, args: dict) -> dict:
-    from memory.services import memory_remember
-
     text = _text(args, "text")
     kind = _text(args, "kind", required=False).lower() or "fact"
     if kind not in MEMORY_KINDS:
@@ -135,8 +134,9 @@ def _remember(ctx: ToolContext, args: dict) -> dict:
     try:
         record, outcome = memory_remember(
             tenant=ctx.tenant, user=ctx.user, kind=kind, text=text, source_type=source_type,
-            confidence=0.9 if said_in is not None else 0.6, session=ctx.session,
-            source_message=said_in or ctx.user_message, subject=subject, value=value if subject else "",
+            confidence=0.9 if said_in is not None else 0.6, session_id=ctx.session.pk,
+            source=source_of(said_in or ctx.user_message) if (said_in or ctx.user_message) is not None else None,
+            subject=subject, value=value if subject else "",
             actor_type="system", actor_id="assistant")
     except AppError as exc:
         raise ToolError(exc.message)
@@ -151,8 +151,6 @@ def _remember(ctx: ToolContext, args: dict) -> dict:
 
 
 def _forget(ctx: ToolContext, args: dict) -> dict:
-    from memory.controls import memory_delete
-
     raw = _text(args, "memory_id")
     try:
         memory_id = uuid.UUID(raw)
@@ -175,8 +173,6 @@ def _buffer_ids(ctx: ToolContext) -> dict:
 
 
 def _update_notes(ctx: ToolContext, args: dict) -> dict:
-    from sessions.buffer import buffer_update_notes
-
     # A list the model leaves out stays as it was; one it sends replaces the old one.
     findings = _string_list(args["key_findings"], "key_findings") if "key_findings" in args else None
     questions = _string_list(args["open_questions"], "open_questions") if "open_questions" in args else None
@@ -187,8 +183,6 @@ def _update_notes(ctx: ToolContext, args: dict) -> dict:
 
 
 def _set_goal(ctx: ToolContext, args: dict) -> dict:
-    from sessions.buffer import buffer_add_subgoal, buffer_set_goal
-
     goal = _text(args, "goal")
     subgoals = _string_list(args.get("subgoals"), "subgoals")
     buffer_set_goal(**_buffer_ids(ctx), goal=goal)
@@ -199,8 +193,6 @@ def _set_goal(ctx: ToolContext, args: dict) -> dict:
 
 
 def _complete_subgoal(ctx: ToolContext, args: dict) -> dict:
-    from sessions.buffer import buffer_complete_subgoal
-
     text = _text(args, "subgoal")
     buffer_complete_subgoal(**_buffer_ids(ctx), text=text)
     return {"completed": text}

@@ -7,15 +7,17 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from django.conf import settings
-from django.db import transaction
 
 from infra.errors import LLMNotConfigured, ValidationFailed
 from infra.llm import llm_configured
 from infra.quotas import input_tokens_check, quota_charge_tokens
 from infra.tokens import truncate_to_tokens
+from context.buffer import buffer_record_tool
+from orchestration.context import turn_context
+from orchestration.messages import messages_record
 from sessions.models import Message, Session
 from sessions.selectors import message_list
-from sessions.services import NewMessage, messages_append
+from sessions.services import NewMessage
 
 from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, react_run
 from .tools import ToolContext, outcome_summary, tool_definitions, tool_execute
@@ -87,8 +89,6 @@ def _as_new_message(message: dict, calls_by_id: dict[str, str]) -> NewMessage:
 
 
 def _ledger(ctx: ToolContext, loop: LoopResult) -> None:
-    from sessions.buffer import buffer_record_tool
-
     for call in loop.tool_calls:
         outcome = outcome_summary(call.name, call.observation)
         try:
@@ -107,8 +107,6 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
 
     `earlier`: conversation turns a client sends that the session lacks (the OpenAI surface imports them first).
     """
-    from sessions.composer import context_compose
-
     if not llm_configured():
         raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL); the memory-service "
                                "endpoints (messages, context) work without one.")
@@ -116,21 +114,21 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     model = model or OpenAIChatModel(options=model_options)
     recorded: list[Message] = []
     if earlier:
-        recorded += messages_append(tenant=tenant, session_id=session.pk, items=list(earlier))
+        recorded += messages_record(tenant=tenant, session_id=session.pk, items=list(earlier))
         # What recording them changed on the session is read back (the caller loaded it just before otherwise).
         session.refresh_from_db()
 
     # The context is composed before the input is stored, so the input appears once: as the new turn.
     tools = tool_definitions()
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
-    ctx = context_compose(tenant=tenant, session=session, new_input=text, tools=tools,
-                          system_prompt=_system_prompt(client_system), rewrite_query=False)
+    ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools,
+                       system_prompt=_system_prompt(client_system), rewrite_query=False)
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
     # sent); what the loop adds on top is charged once it is known.
     quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)
     user_message = _recorded_input(tenant=tenant, session=session, text=text) if ctx.echoed else None
     if user_message is None:
-        user_message = messages_append(tenant=tenant, session_id=session.pk,
+        user_message = messages_record(tenant=tenant, session_id=session.pk,
                                        items=[NewMessage(role="user", content=text)])[0]
     recorded.append(user_message)
 
@@ -147,15 +145,12 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     quota_charge_tokens(tenant=tenant, tokens=spent - ctx.total_tokens, enforce=False)
 
     names = {c.id: c.name for c in loop.tool_calls}
-    rows = messages_append(tenant=tenant, session_id=session.pk,
-                           items=[_as_new_message(m, names) for m in loop.messages], enqueue_extraction=False)
+    # The loop's messages are the assistant's and the tools': stored as extracted, nothing of them is learnt about
+    # the user (tool results echo stored memories back).
+    rows = messages_record(tenant=tenant, session_id=session.pk,
+                           items=[_as_new_message(m, names) for m in loop.messages], extract=False)
     recorded += rows
     answer = rows[-1]
-    # Tool results echo stored memories back; extracting from them would re-learn what is already known. The final
-    # answer goes through extraction, whose rules decide what (if anything) an assistant message may teach.
-    from memory.tasks import memory_extract_task
-
-    transaction.on_commit(lambda: memory_extract_task.delay(str(answer.pk)))
     _ledger(tools_ctx, loop)
 
     memories, seen = [], set()

@@ -116,7 +116,7 @@ def main(argv=None) -> dict:
     from infra.tokens import count_message_tokens
     from sessions import buffer as buffer_mod
     from sessions import composer as composer_mod
-    from sessions.composer import context_compose
+    from context.composer import context_compose
     from sessions.models import Message, Session
     from sessions.services import NewMessage, messages_append, session_open
     from tenants.services import end_user_create, tenant_create

@@ -230,8 +230,8 @@ def measure_floor(args, workdir: Path, redis_url: str) -> dict:
     from django.conf import settings
 
     from infra.embedder import get_embedder
-    from memory.vector_store import MemoryPoint, Scope, reset_vector_store
-    from memory.vector_store.edge import EdgeVectorStore
+    from infra.vector_store import MemoryPoint, Scope, reset_vector_store
+    from infra.vector_store.edge import EdgeVectorStore
 
     embedder = get_embedder()
     query = "What did I say about the hotel budget in Lisbon?"

@@ -207,7 +207,7 @@ def main(argv=None) -> dict:
     from infra.tokens import count_tokens
     from memory.models import MemoryRecord
     from memory.retrieval import memory_retrieve_for_users
-    from sessions.composer import ContextBudget
+    from context.composer import ContextBudget
     from sessions.models import Message
     from tenants.models import EndUser, Tenant
     from tenants.services import tenant_create

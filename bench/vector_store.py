@@ -32,9 +32,9 @@ django.setup()
 import numpy as np  # noqa: E402
 from qdrant_client import QdrantClient  # noqa: E402
 
-from memory.vector_store import MemoryPoint, Scope  # noqa: E402
-from memory.vector_store.edge import EdgeVectorStore  # noqa: E402
-from memory.vector_store.server import ServerVectorStore  # noqa: E402
+from infra.vector_store import MemoryPoint, Scope  # noqa: E402
+from infra.vector_store.edge import EdgeVectorStore  # noqa: E402
+from infra.vector_store.server import ServerVectorStore  # noqa: E402
 
 
 def make_points(n: int, dim: int, tenants: int, users: int, rng: random.Random, nrng) -> list[MemoryPoint]:

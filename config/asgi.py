@@ -25,6 +25,6 @@ if settings.EMBEDDING_WARM_AT_START:
 
 # Only the process that the run script marks hosts the worker, so a reloader or extra server never doubles it.
 if settings.CONTINUUM_EMBEDDED_WORKER and os.environ.get("CONTINUUM_HOST_WORKER") == "1":
-    from infra.embedded_worker import start_embedded_worker
+    from config.embedded_worker import start_embedded_worker
 
     start_embedded_worker()

@@ -3,12 +3,13 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from infra.health import healthz, readyz
-from infra.metrics import metrics
+from ops.health import healthz, readyz
+from ops.metrics import metrics
 
 api_v1 = [
     path("", include("tenants.urls")),
     path("", include("sessions.urls")),
+    path("", include("context.urls")),
     path("", include("memory.urls")),
     path("", include("assistant.urls")),
 ]

@@ -32,7 +32,7 @@ def collection_dimension_check(app_configs, **kwargs):
     if not kwargs.get("databases"):
         return []
     try:
-        from memory.vector_store import get_vector_store
+        from infra.vector_store import get_vector_store
 
         size = get_vector_store().dense_size()
     except Exception as exc:

@@ -8,7 +8,7 @@ import logging
 import openai
 from django.conf import settings
 
-from .errors import LLMNotConfigured, ServiceUnavailable
+from .errors import AppError, LLMNotConfigured, ServiceUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +69,9 @@ def structured_completion(*, system: str, user: str, schema_name: str, schema: d
     except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError) as exc:
         raise ServiceUnavailable(f"LLM call failed: {exc.__class__.__name__}", code="llm_unavailable") from exc
     except openai.APIStatusError as exc:
-        # A 4xx (e.g. the model does not support JSON schemas) will not heal on retry: callers fall back.
-        raise ServiceUnavailable(f"LLM refused the call: HTTP {exc.status_code}", code="llm_rejected",
-                                 retryable=False) from exc
+        # A 4xx (e.g. the model does not support JSON schemas) will not heal on retry: callers fall back. It is the
+        # model service refusing this request, not an outage, so it is a 502, never a 503 "try again".
+        raise AppError(f"LLM refused the call: HTTP {exc.status_code}", code="llm_rejected", status=502,
+                       retryable=False) from exc
     content = resp.choices[0].message.content or ""
     return json.loads(content)

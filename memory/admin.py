@@ -1,5 +1,5 @@
 """Admin for memory review: filters, provenance links, read-only history, and actions that go through
-memory.controls, so every staff change is in the history with the staff actor and reaches Qdrant."""
+memory.actions, so every staff change is in the history with the staff actor and reaches Qdrant."""
 from __future__ import annotations
 
 from django import forms
@@ -12,7 +12,7 @@ from infra import clock
 from infra.errors import AppError
 from tenants.admin import ScopedTenantFilter, TenantScopedAdminMixin, admin_link, staff_actor
 
-from . import controls
+from . import actions as memory_actions
 from .models import JobRun, MemoryEvent, MemoryRecord, MemoryStatus, VectorOutbox
 
 
@@ -55,7 +55,7 @@ class MemoryRecordForm(forms.ModelForm):
     def clean_text(self):
         """The same rules as any edit (length, secrets), reported on the form instead of after saving."""
         try:
-            return controls.memory_text_clean(self.cleaned_data.get("text", ""))
+            return memory_actions.memory_text_clean(self.cleaned_data.get("text", ""))
         except AppError as exc:
             raise forms.ValidationError(exc.message)
 
@@ -148,13 +148,13 @@ class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
         return False  # memories come from conversations; staff review and correct them
 
     def has_delete_permission(self, request, obj=None):
-        return False  # deleting is an action through memory.controls, so it leaves history and reaches Qdrant
+        return False  # deleting is an action through memory.actions, so it leaves history and reaches Qdrant
 
     def save_model(self, request, obj, form, change):
         """Only the text is editable; it goes through the same service as an end user's edit (re-embedded)."""
         if change and "text" in form.changed_data:
             try:
-                controls.memory_update_text(tenant=obj.tenant, memory=obj, text=form.cleaned_data["text"],
+                memory_actions.memory_update_text(tenant=obj.tenant, memory=obj, text=form.cleaned_data["text"],
                                             actor_type=MemoryEvent.Actor.STAFF, actor_id=staff_actor(request))
             except AppError as exc:
                 self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)
@@ -174,23 +174,23 @@ class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Approve selected (pending review)", permissions=["change"])
     def approve(self, request, queryset):
-        self._apply(request, queryset, controls.memory_approve, "approved")
+        self._apply(request, queryset, memory_actions.memory_approve, "approved")
 
     @admin.action(description="Reject selected (pending review)", permissions=["change"])
     def reject(self, request, queryset):
-        self._apply(request, queryset, controls.memory_reject, "rejected")
+        self._apply(request, queryset, memory_actions.memory_reject, "rejected")
 
     @admin.action(description="Expire selected now", permissions=["change"])
     def expire(self, request, queryset):
-        self._apply(request, queryset, controls.memory_expire, "expired")
+        self._apply(request, queryset, memory_actions.memory_expire, "expired")
 
     @admin.action(description="Delete selected (restorable until forgotten)", permissions=["change"])
     def delete_memories(self, request, queryset):
-        self._apply(request, queryset, controls.memory_delete, "deleted")
+        self._apply(request, queryset, memory_actions.memory_delete, "deleted")
 
     @admin.action(description="Restore selected (deleted, rejected or expired)", permissions=["change"])
     def restore(self, request, queryset):
-        self._apply(request, queryset, controls.memory_restore, "restored")
+        self._apply(request, queryset, memory_actions.memory_restore, "restored")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

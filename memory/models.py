@@ -6,6 +6,8 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
+from tenants.scoping import TenantManager
+
 
 class MemoryKind(models.TextChoices):
     PREFERENCE = "preference", "Preference"
@@ -61,6 +63,8 @@ class MemoryRecord(models.Model):
     content_hash = models.CharField(max_length=64, blank=True, default="", db_index=True)
     metadata = models.JSONField(default=dict, blank=True)
 
+    objects = TenantManager()
+
     class Meta:
         ordering = ["-created_at", "id"]
         indexes = [models.Index(fields=["tenant", "user", "status", "kind"])]
@@ -83,6 +87,7 @@ class MemoryEvent(models.Model):
         APPROVED = "approved"
         REJECTED = "rejected"
         FORGOTTEN = "forgotten"  # hard delete: the tombstone
+        DECAYED = "decayed"  # effective importance recomputed by the decay job
 
     class Actor(models.TextChoices):
         SYSTEM = "system"
@@ -101,6 +106,8 @@ class MemoryEvent(models.Model):
     note = models.CharField(max_length=255, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
+    objects = TenantManager()
+
     class Meta:
         ordering = ["created_at", "id"]
 
@@ -109,7 +116,8 @@ class VectorOutbox(models.Model):
     """Pending vector writes: recorded in the same transaction as the row, applied to Qdrant after commit."""
 
     class Op(models.TextChoices):
-        UPSERT = "upsert"
+        UPSERT = "upsert"  # embed the text and write the whole point
+        PAYLOAD = "payload"  # the text is unchanged: set the point's payload from the row
         DELETE = "delete"
 
     tenant_id_value = models.UUIDField(db_index=True)
@@ -119,6 +127,10 @@ class VectorOutbox(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True, default="")
     done_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    # The outbox names its tenant by id: a row may outlive its tenant's deletion until it is applied.
+    tenant_field = "tenant_id_value"
+    objects = TenantManager()
 
     class Meta:
         ordering = ["id"]
@@ -133,6 +145,8 @@ class JobRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=12, default="running")
     stats = models.JSONField(default=dict, blank=True)
+
+    objects = TenantManager()
 
     class Meta:
         ordering = ["-started_at"]

@@ -20,8 +20,9 @@ from infra.clock import now
 from infra.redis_client import Keys, get_redis
 
 from .models import MemoryRecord, MemoryStatus, VectorOutbox
-from .points import points_for_records
-from .vector_store import Scope, get_vector_store
+from .points import point_payload, points_for_records
+from infra.vector_store import Scope, get_vector_store
+from infra.vector_store.base import SCOPE_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -56,23 +57,33 @@ def outbox_apply(*, ids: list[int] | None = None, limit: int = APPLY_BATCH) -> i
 
     Never raises for a vector-store or embedder failure: the rows stay pending with attempts and last_error.
     """
-    pending = VectorOutbox.objects.filter(done_at__isnull=True)
+    # The outbox drains for every tenant at once (one flush task, one store).
+    pending = VectorOutbox.objects.unscoped().filter(done_at__isnull=True)
     batch = pending.filter(id__in=ids) if ids is not None else pending
     # Rows that keep failing go to the back, so one bad memory cannot starve the rest.
     batch_memories = {row.memory_uuid for row in batch.order_by("attempts", "id")[:limit]}
     if not batch_memories:
         return 0
-    # Every pending row of these memories, in order: the last op recorded for a memory is the one that holds.
+    # Every pending row of these memories, in order. A delete recorded last wins; otherwise any pending upsert
+    # (the text may have changed) covers the payload writes beside it; payload writes alone only set the payload.
     rows = list(pending.filter(memory_uuid__in=batch_memories).order_by("id"))
     final_op: dict = {}
     for row in rows:
-        final_op[(row.tenant_id_value, row.memory_uuid)] = row.op
+        key = (row.tenant_id_value, row.memory_uuid)
+        if row.op == VectorOutbox.Op.PAYLOAD and final_op.get(key) == VectorOutbox.Op.UPSERT:
+            continue
+        final_op[key] = row.op
 
-    upsert_keys = [key for key, op in final_op.items() if op == VectorOutbox.Op.UPSERT]
-    # A record gone since, or marked deleted, has no point: its upsert becomes a delete.
-    records = {(r.tenant_id, r.id): r for r in MemoryRecord.objects.filter(id__in=[mid for _, mid in upsert_keys])
-               .exclude(status=MemoryStatus.DELETED)}
-    to_upsert = [records[key] for key in upsert_keys if key in records]
+    write_keys = [key for key, op in final_op.items() if op != VectorOutbox.Op.DELETE]
+    # A record gone since, or marked deleted, has no point: its upsert becomes a delete. Rows of several tenants are
+    # applied together (the outbox drains for all), each looked up under its own tenant.
+    records = {}
+    for tenant_id in {t for t, _ in write_keys}:
+        records.update({(r.tenant_id, r.id): r for r in MemoryRecord.objects.for_tenant(tenant_id)
+                        .filter(id__in=[mid for t, mid in write_keys if t == tenant_id])
+                        .exclude(status=MemoryStatus.DELETED)})
+    to_upsert = [records[k] for k in write_keys if k in records and final_op[k] == VectorOutbox.Op.UPSERT]
+    to_patch = [records[k] for k in write_keys if k in records and final_op[k] == VectorOutbox.Op.PAYLOAD]
     to_delete: dict = defaultdict(list)
     for key, op in final_op.items():
         if op == VectorOutbox.Op.DELETE or key not in records:
@@ -83,21 +94,24 @@ def outbox_apply(*, ids: list[int] | None = None, limit: int = APPLY_BATCH) -> i
         points = points_for_records(to_upsert)
         store = get_vector_store()
         store.upsert(points)
+        for record in to_patch:
+            # The scope keys never change (a point stays with its tenant and user), and the text is what it was.
+            payload = {k: v for k, v in point_payload(record).items() if k not in SCOPE_KEYS and k != "text"}
+            store.set_payload(Scope(tenant_id=str(record.tenant_id), user_id=str(record.user_id)), str(record.pk),
+                              payload)
         for tenant_id, memory_ids in to_delete.items():
             store.delete(Scope(tenant_id=str(tenant_id)), memory_ids)
     except Exception as exc:  # the store or the embedder is down: keep the rows for the flush task
         log.warning("vector outbox: %d rows left pending: %s", len(row_ids), exc)
-        VectorOutbox.objects.filter(id__in=row_ids).update(attempts=F("attempts") + 1,
+        pending.filter(id__in=row_ids).update(attempts=F("attempts") + 1,
                                                            last_error=f"{exc.__class__.__name__}: {exc}"[:2000])
         return 0
-    return VectorOutbox.objects.filter(id__in=row_ids, done_at__isnull=True).update(done_at=now())
+    return pending.filter(id__in=row_ids).update(done_at=now())
 
 
 def outbox_pending_count(*, tenant_id=None) -> int:
-    pending = VectorOutbox.objects.filter(done_at__isnull=True)
-    if tenant_id is not None:
-        pending = pending.filter(tenant_id_value=tenant_id)
-    return pending.count()
+    pending = VectorOutbox.objects.unscoped() if tenant_id is None else VectorOutbox.objects.for_tenant(tenant_id)
+    return pending.filter(done_at__isnull=True).count()
 
 
 @shared_task(bind=True, acks_late=True, autoretry_for=(DatabaseError, RedisError), retry_backoff=True,

@@ -5,7 +5,7 @@ from infra.embedder import get_embedder
 from infra.tokens import count_tokens
 
 from .models import MemoryRecord
-from .vector_store import MemoryPoint
+from infra.vector_store import MemoryPoint
 
 
 def _epoch(value) -> float | None:

@@ -20,6 +20,7 @@ import functools
 import logging
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -31,11 +32,12 @@ from infra.embedder import embed_soon
 from infra.errors import ServiceUnavailable
 from infra.tokens import count_tokens, truncate_to_tokens
 
+from .extraction.classify import informative_text
 from .models import MemoryKind
 from .provenance import provenance_line
-from .retrieval_reads import memory_rows, turns_around
-from .vector_store import Scope, get_vector_store
-from .vector_store.base import Search
+from .retrieval_reads import memory_rows
+from infra.vector_store import Scope, ScopeMissing, get_vector_store
+from infra.vector_store.base import Search
 
 log = logging.getLogger(__name__)
 
@@ -190,14 +192,19 @@ def _adjust(c: _Candidate, row: dict, now: datetime) -> float:
             + WEIGHT_IMPORTANCE * (row["importance"] - 0.5) + WEIGHT_ACCESS * math.log1p(row["access_count"]))
 
 
-def _neighbours(*, tenant, rows: list[dict], names: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
+# Reads the turns right before and after given messages: (tenant=, message_ids=) -> rows with pk, session_id,
+# seq, role, name, content, session__user_id and `around` (the message a turn is next to). The conversations
+# package provides it (sessions.turn_reads.turns_around); memory never reads messages itself.
+TurnsAround = Callable[..., list[dict]]
+
+
+def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
+                turns_around: TurnsAround) -> dict[str, list[tuple[str, str]]]:
     """For each memory's source message: [(message_id, rendered turn)] of the turns just before and after it.
 
     Messages are stored with their secrets already cut out (`messages_append` is their only writer, and the golden
     set test reads the tables back), so they are shown as stored.
     """
-    from .extraction.classify import informative_text
-
     sources = {r["source_message_id"]: r["id"] for r in rows if r["source_message_id"]}
     out: dict[str, list[tuple[str, str]]] = {}
     for m in sorted(turns_around(tenant=tenant, message_ids=list(sources)), key=lambda m: m["seq"]):
@@ -212,23 +219,24 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str]) -> dict[str,
 
 
 def memory_retrieve(*, tenant, user, query: str, goal: str = "", k: int = 10, token_budget: int | None = None,
-                    exclude_session_id=None, rewrite: bool = True) -> list[RetrievedMemory]:
-    """Active, unexpired memories of this tenant's user, best first. Raises ServiceUnavailable if Qdrant is down."""
+                    exclude_session_id=None, rewrite: bool = True,
+                    neighbours: TurnsAround | None = None) -> list[RetrievedMemory]:
+    """Active, unexpired memories of this tenant's user, best first. Raises ServiceUnavailable if Qdrant is down.
+
+    neighbours: how to read the turns around a memory's source message; without it no hit is expanded."""
     return memory_retrieve_for_users(tenant=tenant, users=[user], query=query, goal=goal, k=k,
                                      token_budget=token_budget, exclude_session_id=exclude_session_id,
-                                     rewrite=rewrite)
+                                     rewrite=rewrite, neighbours=neighbours)
 
 
 def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: int = 10,
                               token_budget: int | None = None, exclude_session_id=None,
-                              expand_neighbours: bool = True, record_access: bool = True,
+                              neighbours: TurnsAround | None = None, record_access: bool = True,
                               rewrite: bool = True) -> list[RetrievedMemory]:
     """Retrieval over the memories of several users of one tenant (e.g. both people of a conversation).
 
     rewrite=False searches with the input and goal as they are, even where an LLM could rewrite them."""
     if tenant is None:
-        from .vector_store import ScopeMissing
-
         raise ScopeMissing("Memory retrieval needs a tenant.")
     users = [u for u in users if u is not None and u.tenant_id == tenant.pk]
     text = query_build(query=query, goal=goal)
@@ -260,11 +268,11 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     ranked = sorted(((_adjust(c, rows[c.memory_id], now), rows[c.memory_id]) for c in shortlist if c.memory_id in rows),
                     key=lambda sr: sr[0], reverse=True)
     names = {str(u.pk): (u.display_name or "").strip() or "The user" for u in users}
-    expand = expand_neighbours and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
+    expand = neighbours is not None and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     nearby = {}
     if expand:
         top_events = [r for _, r in ranked if r["kind"] == MemoryKind.EVENT][:settings.MEMORY_NEIGHBOUR_EXPANSION_HITS + 1]
-        nearby = _neighbours(tenant=tenant, rows=top_events, names=names)
+        nearby = _neighbours(tenant=tenant, rows=top_events, names=names, turns_around=neighbours)
 
     out: list[RetrievedMemory] = []
     shown_turns: set[str] = set()  # messages whose full text is already in the result

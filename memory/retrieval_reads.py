@@ -1,5 +1,5 @@
-"""The database reads on a retrieval's hot path: the shortlisted memories (each with its session's number among its
-user's sessions), and the turns next to the best hits.
+"""The database reads on a retrieval's hot path: the shortlisted memories, each with its session's number among its
+user's sessions (the turns next to the best hits are the conversations' read, sessions.turn_reads).
 
 On PostgreSQL each is one statement with its id lists bound as arrays. Through the ORM the same reads cost about
 three times the statement itself (an IN list of up to ~120 ids compiled and quoted on every call, a dict built per
@@ -7,7 +7,7 @@ row), and they run on every turn. Other databases use the ORM. Both paths filter
 rows with the same keys (tests compare them on PostgreSQL).
 
 The shortlist is read without its source turns: only the few best events are shown with their neighbours, so the
-messages table is joined for those alone (`turns_around`), not for every shortlisted memory. Ids come back as
+messages table is read for those alone, not for every shortlisted memory. Ids come back as
 strings and times are read as integer microseconds: the driver's UUID and time-zone loaders cost more per row than
 the rest of the statement on a shortlist of a hundred memories.
 """
@@ -22,16 +22,17 @@ from django.db import connection
 from django.db.models import Q
 from django.db.models.fields.json import KeyTransform
 
-from sessions.models import Message, Session
-
 from .models import MemoryRecord, MemoryStatus
+
+# A memory's session is its provenance foreign key; its model is reached through that field, so the numbering
+# reads the sessions table without memory depending on the sessions app's code.
+Session = MemoryRecord._meta.get_field("session").related_model
 
 MEMORY_KEYS = ("id", "user_id", "kind", "text", "source_type", "created_at", "session_id", "source_message_id",
                "source_message_ids", "confidence", "importance", "access_count", "dates", "session_number")
 # The keys read straight from a memory's columns; the last two of MEMORY_KEYS are derived in the read itself.
 _COLUMN_KEYS = MEMORY_KEYS[:-2]
-TURN_KEYS = ("pk", "session_id", "seq", "role", "name", "content", "session__user_id", "around")
-_ID_KEYS = ("id", "user_id", "session_id", "source_message_id", "pk", "session__user_id", "around")
+_ID_KEYS = ("id", "user_id", "session_id", "source_message_id")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -89,8 +90,8 @@ def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now) -> d
 
 def memory_rows_orm(*, tenant, user_ids, memory_ids, now) -> list[dict]:
     rows = [_ids_as_text(row) for row in
-            MemoryRecord.objects.filter(tenant=tenant, user_id__in=user_ids, pk__in=memory_ids,
-                                        status=MemoryStatus.ACTIVE)
+            MemoryRecord.objects.for_tenant(tenant).filter(user_id__in=user_ids, pk__in=memory_ids,
+                                                           status=MemoryStatus.ACTIVE)
             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
             .order_by()  # the rows are looked up by id: sorting them is wasted work
             .values(*_COLUMN_KEYS, dates=KeyTransform("dates", "metadata"))]
@@ -132,53 +133,11 @@ def _memory_sql() -> str:
             f"AND (r.{_column(r, 'expires_at')} IS NULL OR r.{_column(r, 'expires_at')} > %s)")
 
 
-def turns_around(*, tenant, message_ids: list[str]) -> list[dict]:
-    """The turns right before and after each of these messages of this tenant, in the same session, as TURN_KEYS
-    dicts (ids as strings); `around` names the message a turn is next to."""
-    message_ids = list(dict.fromkeys(str(m) for m in message_ids))
-    if not message_ids:
-        return []
-    if not _native():
-        return turns_around_orm(tenant=tenant, message_ids=message_ids)
-    with connection.cursor() as cursor:
-        cursor.execute(_turns_sql(), [tenant.pk, message_ids])
-        return [dict(zip(TURN_KEYS, values, strict=True)) for values in cursor.fetchall()]
-
-
-def turns_around_orm(*, tenant, message_ids) -> list[dict]:
-    around: dict[tuple, list] = {}  # (session, seq) → the sources it is next to (a turn between two is next to both)
-    for pk, session_id, seq in Message.objects.filter(tenant=tenant, pk__in=message_ids).values_list(
-            "pk", "session_id", "seq"):
-        for position in ((session_id, seq - 1), (session_id, seq + 1)):
-            around.setdefault(position, []).append(pk)
-    if not around:
-        return []
-    cond = Q()
-    for session_id, seq in around:
-        cond |= Q(session_id=session_id, seq=seq)
-    rows = Message.objects.filter(cond, tenant=tenant).order_by().values(*TURN_KEYS[:-1])
-    return [_ids_as_text({**row, "around": pk}) for row in rows for pk in around[(row["session_id"], row["seq"])]]
-
-
-@functools.cache
-def _turns_sql() -> str:
-    m, s = Message, Session
-    cols = ", ".join([_uuid_text(f"m.{_column(m, 'id')}"), _uuid_text(f"m.{_column(m, 'session')}"),
-                      *(f"m.{_column(m, k)}" for k in ("seq", "role", "name", "content")),
-                      _uuid_text(f"s.{_column(s, 'user')}"), _uuid_text(f"src.{_column(m, 'id')}")])
-    session, seq, tenant = _column(m, "session"), _column(m, "seq"), _column(m, "tenant")
-    return (f"SELECT {cols} FROM {_table(m)} src "
-            f"JOIN {_table(m)} m ON m.{session} = src.{session} AND m.{tenant} = src.{tenant} "
-            f"AND m.{seq} IN (src.{seq} - 1, src.{seq} + 1) "
-            f"JOIN {_table(s)} s ON s.{_column(s, 'id')} = m.{session} "
-            f"WHERE src.{tenant} = %s AND src.{_column(m, 'id')} = ANY(%s::uuid[])")
-
-
 def session_numbers_orm(*, tenant, user_ids) -> dict[str, int]:
     """Each session's ordinal among its user's sessions, oldest first, by session id."""
     numbers: dict[str, int] = {}
     counters: dict[str, int] = {}
-    rows = (Session.objects.filter(tenant=tenant, user_id__in=list(user_ids))
+    rows = (Session.objects.for_tenant(tenant).filter(user_id__in=list(user_ids))
             .order_by("opened_at", "id").values_list("id", "user_id"))
     for sid, uid in rows:
         counters[uid] = counters.get(uid, 0) + 1

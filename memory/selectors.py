@@ -7,8 +7,8 @@ from infra.errors import NotFound
 from tenants.models import EndUser, Tenant
 from tenants.selectors import parse_uuid
 
-from .models import MemoryEvent, MemoryRecord
-from .vector_store import Hit, Scope, get_vector_store
+from .models import MemoryEvent, MemoryRecord, MemoryStatus
+from infra.vector_store import Hit, Scope, get_vector_store
 
 
 def _scope(tenant: Tenant | None, user: EndUser | None) -> Scope:
@@ -19,7 +19,7 @@ def _scope(tenant: Tenant | None, user: EndUser | None) -> Scope:
 
 def memory_list(*, tenant: Tenant, user: EndUser | None = None, kinds: list[str] | None = None,
                 statuses: list[str] | None = None) -> QuerySet[MemoryRecord]:
-    qs = MemoryRecord.objects.filter(tenant=tenant)
+    qs = MemoryRecord.objects.for_tenant(tenant)
     if user is not None:
         qs = qs.filter(user=user)
     if kinds:
@@ -32,7 +32,7 @@ def memory_list(*, tenant: Tenant, user: EndUser | None = None, kinds: list[str]
 def access_memory(*, tenant: Tenant, memory_id, user: EndUser | None = None) -> MemoryRecord:
     """One 404 for missing, another tenant's and (with user) another user's memory."""
     mid = parse_uuid(memory_id, what="memory")
-    qs = MemoryRecord.objects.filter(tenant=tenant, pk=mid)
+    qs = MemoryRecord.objects.for_tenant(tenant).filter(pk=mid)
     if user is not None:
         qs = qs.filter(user=user)
     record = qs.select_related("source_message", "session").first()
@@ -42,7 +42,7 @@ def access_memory(*, tenant: Tenant, memory_id, user: EndUser | None = None) -> 
 
 
 def memory_history(*, tenant: Tenant, memory_id) -> QuerySet[MemoryEvent]:
-    return MemoryEvent.objects.filter(tenant=tenant, memory_uuid=parse_uuid(memory_id, what="memory"))
+    return MemoryEvent.objects.for_tenant(tenant).filter(memory_uuid=parse_uuid(memory_id, what="memory"))
 
 
 def memory_points_scroll(*, tenant: Tenant | None, user: EndUser | None = None, limit: int = 256,
@@ -58,3 +58,10 @@ def memory_points_count(*, tenant: Tenant | None, user: EndUser | None = None,
 def memory_points_search(*, tenant: Tenant | None, user: EndUser | None, dense: list[float] | None = None,
                          text: str | None = None, limit: int = 10) -> list[Hit]:
     return get_vector_store().search(_scope(tenant, user), dense=dense, text=text, limit=limit)
+
+
+def session_facts(*, tenant_id, session_id, limit: int) -> list[dict]:
+    """The newest active memories drawn from one session, oldest first, as {id, text} (a session buffer's facts)."""
+    rows = (MemoryRecord.objects.for_tenant(tenant_id).filter(session_id=session_id, status=MemoryStatus.ACTIVE)
+            .order_by("-created_at").values_list("id", "text")[:limit])
+    return [{"id": str(i), "text": t} for i, t in list(rows)[::-1]]

@@ -82,15 +82,14 @@ class SessionAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="memories")
     def memories_link(self, obj):
-        from memory.models import MemoryRecord
-
-        return changelist_link(MemoryRecord, "memories from this session", session__id__exact=obj.pk)
+        # The memories drawn from a session are reached through their provenance relation (memory's model).
+        return changelist_link(obj.memories.model, "memories from this session", session__id__exact=obj.pk)
 
     @admin.display(description="transcript")
     def transcript(self, obj):
         if not obj.pk:
             return "—"
-        rows = list(Message.objects.filter(session=obj).order_by("seq")[:TRANSCRIPT_LIMIT])
+        rows = list(obj.messages.order_by("seq")[:TRANSCRIPT_LIMIT])
         body = format_html_join(
             "", '<tr id="msg-{}"><td>{}</td><td>{}</td><td>{}</td><td style="white-space:pre-wrap">{}</td></tr>',
             ((m.pk, m.seq, m.role, m.created_at.strftime("%Y-%m-%d %H:%M"), m.content) for m in rows))
@@ -107,11 +106,11 @@ class SessionAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
     @admin.action(description="Close selected sessions", permissions=["change"])
     def close_sessions(self, request, queryset):
-        from .services import session_close
+        from orchestration.sessions import session_end
 
         closed = 0
         for session in queryset.filter(state=Session.State.OPEN).select_related("tenant"):
-            session_close(tenant=session.tenant, session_id=session.pk, reason="admin")
+            session_end(tenant=session.tenant, session_id=session.pk, reason="admin")
             closed += 1
         self.message_user(request, f"Closed {closed} session(s).", messages.SUCCESS)
 

@@ -14,7 +14,10 @@ from tenants.selectors import access_end_user
 
 from .models import Message
 from .selectors import access_session, message_list, session_list
-from .services import NewMessage, messages_append, session_close, session_open
+from orchestration.messages import messages_record
+from orchestration.sessions import session_end, session_start
+
+from .services import NewMessage
 
 
 class SessionOutput(serializers.Serializer):
@@ -58,7 +61,7 @@ class SessionOpenApi(APIView):
         data.is_valid(raise_exception=True)
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=data.validated_data.pop("user_id"))
-        session, created = session_open(tenant=tenant, user=user, **data.validated_data)
+        session, created = session_start(tenant=tenant, user=user, **data.validated_data)
         return Response(SessionOutput(session).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
@@ -86,7 +89,7 @@ class SessionDetailApi(APIView):
 class SessionCloseApi(APIView):
     @extend_schema(request=None, responses={200: SessionOutput}, operation_id="sessions_close")
     def post(self, request, session_id):
-        session = session_close(tenant=request.user.tenant, session_id=session_id)
+        session = session_end(tenant=request.user.tenant, session_id=session_id)
         return Response(SessionOutput(session).data)
 
 
@@ -119,7 +122,7 @@ class SessionMessagesApi(APIView):
             data = MessageInput(data=body)
             data.is_valid(raise_exception=True)
             items = [data.validated_data]
-        rows = messages_append(tenant=request.user.tenant, session_id=session_id,
+        rows = messages_record(tenant=request.user.tenant, session_id=session_id,
                                items=[NewMessage(**item) for item in items])
         return Response({"messages": MessageOutput(rows, many=True).data}, status=status.HTTP_201_CREATED)
 

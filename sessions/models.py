@@ -6,6 +6,8 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
+from tenants.scoping import TenantManager
+
 
 class Session(models.Model):
     class State(models.TextChoices):
@@ -33,6 +35,8 @@ class Session(models.Model):
     working_version = models.PositiveBigIntegerField(default=0)
     # Set once, by whoever first sees the session's first user message: that one looks for links.
     links_checked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = TenantManager()
 
     class Meta:
         ordering = ["-opened_at", "id"]
@@ -69,6 +73,8 @@ class Message(models.Model):
     tool_call_id = models.CharField(max_length=128, blank=True, default="")
     extracted_at = models.DateTimeField(null=True, blank=True)
 
+    objects = TenantManager()
+
     class Meta:
         ordering = ["session", "seq"]
         constraints = [
@@ -96,6 +102,8 @@ class SummaryAnchor(models.Model):
     method = models.CharField(max_length=20, default="extractive")
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = TenantManager()
+
     class Meta:
         ordering = ["session", "first_seq"]
         constraints = [models.UniqueConstraint(fields=["session", "first_seq"], name="anchor_unique_start")]
@@ -116,6 +124,8 @@ class BridgeSummary(models.Model):
     token_count = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    objects = TenantManager()
+
 
 class SessionLink(models.Model):
     class Kind(models.TextChoices):
@@ -129,6 +139,8 @@ class SessionLink(models.Model):
     kind = models.CharField(max_length=24, choices=Kind.choices)
     score = models.FloatField(default=1.0)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["from_session", "to_session", "kind"], name="link_unique")]

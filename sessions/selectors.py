@@ -14,15 +14,16 @@ def access_session(*, tenant: Tenant, session_id, for_update: bool = False) -> S
     """The tenant's session, with its user and tenant; for_update: the bare row, locked (writers need only its
     counters and state, and the lock is held for as short as possible)."""
     sid = parse_uuid(session_id, what="session")
-    qs = Session.objects.select_for_update() if for_update else Session.objects.select_related("user", "tenant")
+    qs = Session.objects.for_tenant(tenant)
+    qs = qs.select_for_update() if for_update else qs.select_related("user", "tenant")
     try:
-        return qs.get(tenant=tenant, id=sid)
+        return qs.get(id=sid)
     except Session.DoesNotExist:
         raise NotFound("Session not found.")
 
 
 def session_list(*, tenant: Tenant, user: EndUser | None = None, state: str | None = None) -> QuerySet[Session]:
-    qs = Session.objects.filter(tenant=tenant)
+    qs = Session.objects.for_tenant(tenant)
     if user is not None:
         qs = qs.filter(user=user)
     if state:
@@ -31,21 +32,21 @@ def session_list(*, tenant: Tenant, user: EndUser | None = None, state: str | No
 
 
 def session_open_for_user(*, tenant: Tenant, user: EndUser) -> Session | None:
-    return Session.objects.filter(tenant=tenant, user=user, state=Session.State.OPEN).order_by("-opened_at").first()
+    return Session.objects.for_tenant(tenant).filter(user=user, state=Session.State.OPEN).order_by("-opened_at").first()
 
 
 def session_previous(*, tenant: Tenant, user: EndUser, before: Session) -> Session | None:
-    return (Session.objects.filter(tenant=tenant, user=user, opened_at__lte=before.opened_at)
+    return (Session.objects.for_tenant(tenant).filter(user=user, opened_at__lte=before.opened_at)
             .exclude(id=before.id).order_by("-opened_at").first())
 
 
 def message_list(*, tenant: Tenant, session: Session) -> QuerySet[Message]:
-    return Message.objects.filter(tenant=tenant, session=session).order_by("seq")
+    return Message.objects.for_tenant(tenant).filter(session=session).order_by("seq")
 
 
 def access_message(*, tenant: Tenant, message_id) -> Message:
     mid = parse_uuid(message_id, what="message")
     try:
-        return Message.objects.select_related("session").get(tenant=tenant, id=mid)
+        return Message.objects.for_tenant(tenant).select_related("session").get(id=mid)
     except Message.DoesNotExist:
         raise NotFound("Message not found.")

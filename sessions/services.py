@@ -1,8 +1,13 @@
-"""Writes for sessions and messages: open, close, append. The database row comes first; Redis follows."""
+"""Writes for sessions and messages: open, close, append, in the database only.
+
+What follows a write in other stores (the buffer, links, extraction, the bridge) is the orchestration layer's
+(orchestration/messages.py, orchestration/sessions.py): these functions return what they changed so it can.
+"""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
@@ -12,7 +17,7 @@ from django.db.models import F
 from infra import clock
 from infra.errors import Conflict, ValidationFailed
 from infra.tokens import count_tokens
-from memory.extraction.classify import role_extracted
+from infra.secrets import secrets_redact
 from tenants.models import EndUser, Tenant
 
 from .models import Message, Session
@@ -32,21 +37,30 @@ class NewMessage:
     tool_call_id: str = ""
 
 
+@dataclass
+class SessionOpened:
+    session: Session
+    created: bool
+    closed: list[Session] = field(default_factory=list)  # sessions this open closed (the tenant's open policy)
+
+
 def session_open(*, tenant: Tenant, user: EndUser, title: str = "", external_id: str | None = None,
-                 opened_at: datetime | None = None) -> tuple[Session, bool]:
-    """Open a session for the user. Returns (session, created).
+                 opened_at: datetime | None = None) -> SessionOpened:
+    """Open a session for the user; call inside a transaction (the caller schedules what follows on commit).
 
     The tenant's open_policy decides what happens to a session the user already has open.
     """
     with transaction.atomic():
         # Serialize opens per user so two concurrent opens cannot both create one.
-        EndUser.objects.select_for_update().filter(pk=user.pk).first()
+        EndUser.objects.select_for_update().filter(tenant=tenant, pk=user.pk).first()
         current = session_open_for_user(tenant=tenant, user=user)
+        closed = []
         if current is not None:
             if tenant.open_policy == Tenant.OpenPolicy.RETURN_OPEN and external_id in (None, current.external_id):
-                return current, False
-            _close_locked(tenant=tenant, session=current, reason="superseded")
-        previous = (Session.objects.filter(tenant=tenant, user=user).order_by("-opened_at").first())
+                return SessionOpened(current, False)
+            if session_close_row(tenant=tenant, session=current, reason="superseded"):
+                closed.append(current)
+        previous = (Session.objects.for_tenant(tenant).filter(user=user).order_by("-opened_at").first())
         ts = opened_at or clock.now()
         try:
             with transaction.atomic():
@@ -55,42 +69,32 @@ def session_open(*, tenant: Tenant, user: EndUser, title: str = "", external_id:
         except IntegrityError:
             raise Conflict(f"A session with external_id '{external_id}' already exists for this user.",
                            code="session_exists")
-        transaction.on_commit(lambda: _after_open(session.pk))
-    return session, True
+    return SessionOpened(session, True, closed)
 
 
-def _after_open(session_id) -> None:
-    from .links import links_create_for_new_session
-
-    try:
-        links_create_for_new_session(session_id=session_id)
-    except Exception:  # links are an enhancement; a failure must not fail the open
-        log.exception("linking session %s failed", session_id)
+def session_close_row(*, tenant: Tenant, session: Session, reason: str, closed_at: datetime | None = None) -> bool:
+    """Flip open→closed with a conditional UPDATE; True for the one caller that closed it."""
+    return bool(Session.objects.for_tenant(tenant).filter(pk=session.pk, state=Session.State.OPEN).update(
+        state=Session.State.CLOSED, closed_at=closed_at or clock.now(), close_reason=reason))
 
 
-def _close_locked(*, tenant: Tenant, session: Session, reason: str, closed_at: datetime | None = None) -> bool:
-    """Flip open→closed with a conditional UPDATE; only the winner enqueues the bridge."""
-    won = Session.objects.filter(pk=session.pk, state=Session.State.OPEN).update(
-        state=Session.State.CLOSED, closed_at=closed_at or clock.now(), close_reason=reason)
-    if won:
-        from .tasks import bridge_write_task
-
-        sid = str(session.pk)
-        transaction.on_commit(lambda: bridge_write_task.delay(sid))
-    return bool(won)
-
-
-def session_close(*, tenant: Tenant, session_id, reason: str = "api", closed_at: datetime | None = None) -> Session:
-    """Idempotent: closing a closed session returns it unchanged."""
+def session_close(*, tenant: Tenant, session_id, reason: str = "api",
+                  closed_at: datetime | None = None) -> tuple[Session, bool]:
+    """Idempotent: closing a closed session returns it unchanged. Returns (session, closed by this call)."""
     with transaction.atomic():
         session = access_session(tenant=tenant, session_id=session_id)
-        _close_locked(tenant=tenant, session=session, reason=reason, closed_at=closed_at)
+        won = session_close_row(tenant=tenant, session=session, reason=reason, closed_at=closed_at)
     session.refresh_from_db()
-    return session
+    return session, won
 
 
-def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage], enqueue_extraction: bool = True) -> list[Message]:
-    """Append messages atomically: one bad item (duplicate external id, closed session) stores nothing."""
+def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage],
+                    pending_roles: Collection[str] = ()) -> list[Message]:
+    """Append messages atomically: one bad item (duplicate external id, closed session) stores nothing.
+
+    Messages of `pending_roles` are stored waiting for extraction (extracted_at empty); the others are stored
+    already marked done, so nothing is ever queued for a message no extractor reads.
+    """
     if not items:
         raise ValidationFailed("At least one message is required.")
     if len(items) > settings.CONTINUUM_MAX_BATCH:
@@ -102,10 +106,11 @@ def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage], enqu
         session = access_session(tenant=tenant, session_id=session_id, for_update=True)
         if session.state != Session.State.OPEN:
             raise Conflict("Session is closed; open a new one.", code="session_closed")
-        if ext_ids and Message.objects.filter(session=session, external_id__in=ext_ids).exists():
+        messages = Message.objects.for_tenant(tenant)
+        if ext_ids and messages.filter(session=session, external_id__in=ext_ids).exists():
             raise Conflict("A message with this external_id already exists in the session.",
                            code="duplicate_external_id",
-                           details={"external_ids": list(Message.objects.filter(session=session, external_id__in=ext_ids)
+                           details={"external_ids": list(messages.filter(session=session, external_id__in=ext_ids)
                                                          .values_list("external_id", flat=True))})
         now = clock.now()
         seq0 = session.message_seq
@@ -115,26 +120,18 @@ def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage], enqu
                     name=item.name or "", external_id=item.external_id, created_at=item.created_at or now,
                     token_count=count_tokens(contents[i]), tool_calls=_redacted_calls(item.tool_calls),
                     tool_call_id=item.tool_call_id or "",
-                    # An assistant or tool message has nothing to extract: a task for it only claimed it (a queued
-                    # task, a worker run and two queries per turn).
-                    extracted_at=None if role_extracted(item.role) else now)
+                    extracted_at=None if item.role in pending_roles else now)
             for i, item in enumerate(items)
         ]
         Message.objects.bulk_create(rows)
         last_ts = max(r.created_at for r in rows)
-        Session.objects.filter(pk=session.pk).update(message_seq=F("message_seq") + len(rows),
+        Session.objects.for_tenant(tenant).filter(pk=session.pk).update(message_seq=F("message_seq") + len(rows),
                                                      last_activity_at=max(last_ts, now))
-        ids = [str(r.id) for r in rows]
-        to_extract = [str(r.id) for r in rows if r.extracted_at is None] if enqueue_extraction else []
-        tenant_id, user_id, session_pk = str(tenant.pk), str(session.user_id), str(session.pk)
-        transaction.on_commit(lambda: _after_append(tenant_id, user_id, session_pk, ids, to_extract, rows))
     return rows
 
 
 def _redacted(text: str) -> str:
     """Secrets never reach a store: messages are kept with credentials, cards and IBANs cut out."""
-    from memory.extraction.secrets import secrets_redact
-
     return secrets_redact(text).text if text else text
 
 
@@ -146,17 +143,3 @@ def _redacted_calls(tool_calls: list | None) -> list:
             call = {**call, "function": {**fn, "arguments": _redacted(fn["arguments"])}}
         calls.append(call)
     return calls
-
-
-def _after_append(tenant_id: str, user_id: str, session_id: str, message_ids: list[str], to_extract: list[str],
-                  rows: list[Message] | None = None) -> None:
-    from .buffer import buffer_append_messages
-
-    # The committed rows are handed over so the buffer need not read them back.
-    buffer_append_messages(tenant_id=tenant_id, user_id=user_id, session_id=session_id, message_ids=message_ids,
-                           messages=rows)
-    if to_extract:
-        from memory.tasks import memory_extract_task
-
-        for mid in to_extract:
-            memory_extract_task.delay(mid)

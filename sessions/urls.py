@@ -1,7 +1,7 @@
 """Routes for sessions and messages."""
 from django.urls import path
 
-from . import apis, context_apis
+from . import apis
 
 urlpatterns = [
     path("sessions", apis.SessionOpenApi.as_view(), name="sessions-open"),
@@ -9,6 +9,4 @@ urlpatterns = [
     path("sessions/<str:session_id>", apis.SessionDetailApi.as_view(), name="session-detail"),
     path("sessions/<str:session_id>/close", apis.SessionCloseApi.as_view(), name="session-close"),
     path("sessions/<str:session_id>/messages", apis.SessionMessagesApi.as_view(), name="session-messages"),
-    path("sessions/<str:session_id>/context", context_apis.SessionContextApi.as_view(), name="session-context"),
-    path("sessions/<str:session_id>/links", context_apis.SessionLinksApi.as_view(), name="session-links"),
 ]

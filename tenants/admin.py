@@ -40,6 +40,8 @@ class TenantScopedAdminMixin:
 
     def get_queryset(self, request):
         qs = super().get_queryset(request)
+        if hasattr(qs, "unscoped"):  # staff tooling spans tenants; narrowed to the user's tenants just below
+            qs = qs.unscoped()
         tenants = admin_tenants(request)
         return qs if tenants is None else qs.filter(self._scope_filter(tenants))
 
@@ -77,11 +79,12 @@ class TenantScopedAdminMixin:
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         tenants = admin_tenants(request)
-        if tenants is not None:
-            if db_field.related_model is Tenant:
-                kwargs["queryset"] = tenants
-            elif db_field.related_model is EndUser:
-                kwargs["queryset"] = EndUser.objects.filter(tenant__in=tenants)
+        related = db_field.related_model
+        if related is Tenant and tenants is not None:
+            kwargs["queryset"] = tenants
+        elif hasattr(related.objects, "unscoped"):  # a tenant-owned model: the choices of the user's tenants
+            choices = related.objects.unscoped()
+            kwargs["queryset"] = choices if tenants is None else choices.filter(tenant__in=tenants)
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
@@ -194,15 +197,15 @@ class TenantAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
         return erasure_summary(objs, request, lambda t: (
             f"Tenant {t.slug}: {EndUser.objects.filter(tenant=t).count()} end users and "
-            f"{MemoryRecord.objects.filter(tenant=t).count()} memories, erased from the database, Qdrant and Redis"))
+            f"{MemoryRecord.objects.for_tenant(t).count()} memories, erased from the database, Qdrant and Redis"))
 
     def delete_model(self, request, obj):
-        from memory.erasure import tenant_erase
+        from orchestration.erasure import tenant_erase
 
         tenant_erase(tenant=obj)
 
     def delete_queryset(self, request, queryset):
-        from memory.erasure import tenant_erase
+        from orchestration.erasure import tenant_erase
 
         for tenant in queryset:
             tenant_erase(tenant=tenant)
@@ -285,16 +288,17 @@ class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
         from sessions.models import Session
 
         return erasure_summary(objs, request, lambda u: (
-            f"End user {u.external_id}: {MemoryRecord.objects.filter(user=u).count()} memories and "
-            f"{Session.objects.filter(user=u).count()} sessions, erased from the database, Qdrant and Redis"))
+            f"End user {u.external_id}: {MemoryRecord.objects.for_tenant(u.tenant_id).filter(user=u).count()} "
+            f"memories and {Session.objects.for_tenant(u.tenant_id).filter(user=u).count()} sessions, erased from "
+            "the database, Qdrant and Redis"))
 
     def delete_model(self, request, obj):
-        from .services import end_user_delete
+        from orchestration.erasure import user_erase
 
-        end_user_delete(tenant=obj.tenant, user=obj)
+        user_erase(tenant=obj.tenant, user=obj)
 
     def delete_queryset(self, request, queryset):
-        from .services import end_user_delete
+        from orchestration.erasure import user_erase
 
         for user in queryset.select_related("tenant"):
-            end_user_delete(tenant=user.tenant, user=user)
+            user_erase(tenant=user.tenant, user=user)

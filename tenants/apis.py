@@ -11,7 +11,9 @@ from infra.pagination import paginate
 from infra.serializer_fields import JsonObjectField, StrictCharField
 
 from .selectors import access_end_user, end_user_list
-from .services import end_user_create, end_user_delete
+from orchestration.erasure import user_erase
+
+from .services import end_user_create
 
 
 class EndUserOutput(serializers.Serializer):
@@ -48,5 +50,5 @@ class UserDetailApi(APIView):
     @extend_schema(responses={204: None}, operation_id="users_delete")
     def delete(self, request, user_id):
         user = access_end_user(tenant=request.user.tenant, user_id=user_id)
-        end_user_delete(tenant=request.user.tenant, user=user)
+        user_erase(tenant=request.user.tenant, user=user)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -27,7 +27,9 @@ def tenant_from_bearer(header: str):
         raise exceptions.NotAuthenticated("Authorization: Bearer <api key> is required.")
     token = token.strip()
     prefix, dot, _ = token.partition(".")
-    key = TenantApiKey.objects.select_related("tenant").filter(prefix=prefix, revoked=False).first() if dot else None
+    # A key is looked up by its prefix before anyone knows its tenant.
+    key = (TenantApiKey.objects.unscoped().select_related("tenant").filter(prefix=prefix, revoked=False).first()
+           if dot else None)
     if key is None or not key.is_valid(token):
         raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
     if key.expiry_date and key.expiry_date < timezone.now():

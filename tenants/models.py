@@ -4,7 +4,9 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
-from rest_framework_api_key.models import AbstractAPIKey
+from rest_framework_api_key.models import AbstractAPIKey, BaseAPIKeyManager
+
+from .scoping import TenantManager, TenantQuerySet
 
 
 class Tenant(models.Model):
@@ -36,8 +38,16 @@ class Tenant(models.Model):
         return self.slug
 
 
+class TenantApiKeyManager(BaseAPIKeyManager.from_queryset(TenantQuerySet)):
+    def get_usable_keys(self):
+        # A key is looked up by its prefix before anyone knows its tenant: the one read that must span tenants.
+        return super().get_usable_keys().unscoped()
+
+
 class TenantApiKey(AbstractAPIKey):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
+
+    objects = TenantApiKeyManager()
 
     class Meta(AbstractAPIKey.Meta):
         verbose_name = "Tenant API key"
@@ -51,6 +61,8 @@ class EndUser(models.Model):
     display_name = models.CharField(max_length=255, blank=True, default="")
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantManager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "external_id"], name="enduser_unique_external_id")]

@@ -19,16 +19,16 @@ def parse_uuid(value, *, what: str = "object") -> uuid.UUID:
 
 
 def end_user_list(*, tenant: Tenant) -> QuerySet[EndUser]:
-    return EndUser.objects.filter(tenant=tenant)
+    return EndUser.objects.for_tenant(tenant)
 
 
 def access_end_user(*, tenant: Tenant, user_id) -> EndUser:
     uid = parse_uuid(user_id, what="user")
     try:
-        return EndUser.objects.get(tenant=tenant, id=uid)
+        return EndUser.objects.for_tenant(tenant).get(id=uid)
     except EndUser.DoesNotExist:
         raise NotFound("User not found.")
 
 
 def end_user_by_external_id(*, tenant: Tenant, external_id: str) -> EndUser | None:
-    return EndUser.objects.filter(tenant=tenant, external_id=external_id).first()
+    return EndUser.objects.for_tenant(tenant).filter(external_id=external_id).first()

@@ -22,9 +22,9 @@ def apikey_create(*, tenant: Tenant, name: str = "default") -> tuple[TenantApiKe
 
 
 def apikey_revoke(*, tenant: Tenant | None = None, prefix: str) -> int:
-    qs = TenantApiKey.objects.filter(prefix=prefix, revoked=False)
-    if tenant is not None:
-        qs = qs.filter(tenant=tenant)
+    # Without a tenant: an operator revoking a leaked key by its prefix, whichever tenant holds it.
+    qs = TenantApiKey.objects.for_tenant(tenant) if tenant is not None else TenantApiKey.objects.unscoped()
+    qs = qs.filter(prefix=prefix, revoked=False)
     return qs.update(revoked=True)
 
 
@@ -38,13 +38,7 @@ def end_user_create(*, tenant: Tenant, external_id: str, display_name: str = "",
 
 
 def end_user_get_or_create(*, tenant: Tenant, external_id: str, display_name: str = "") -> EndUser:
-    user, _ = EndUser.objects.get_or_create(tenant=tenant, external_id=external_id,
+    user, _ = EndUser.objects.for_tenant(tenant).get_or_create(tenant=tenant, external_id=external_id,
                                             defaults={"display_name": display_name})
     return user
 
-
-def end_user_delete(*, tenant: Tenant, user: EndUser) -> None:
-    """Delete a user and everything remembered about them, in every store."""
-    from memory.erasure import user_erase  # erasure spans all stores; it lives with memory
-
-    user_erase(tenant=tenant, user=user)

@@ -28,7 +28,7 @@ def _redis_prefix(settings):
 @pytest.fixture(autouse=True)
 def _vector_store_isolation(tmp_path, settings):
     """A fresh Qdrant Edge shard per test, in a temporary folder."""
-    from memory.vector_store import reset_vector_store
+    from infra.vector_store import reset_vector_store
 
     settings.QDRANT_EDGE_PATH = tmp_path / "edge"
     reset_vector_store()

@@ -36,6 +36,8 @@ INSTALLED_APPS = [
     "tenants",
     "sessions.apps.ChatSessionsConfig",
     "memory",
+    "context",
+    "orchestration",
     "assistant",
 ]
 
@@ -225,11 +227,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEO
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_QUEUES = [Queue("default"), Queue("llm"), Queue("maintenance")]
 CELERY_TASK_ROUTES = {
-    "memory.tasks.memory_extract_task": {"queue": "llm"},
-    "sessions.tasks.bridge_write_task": {"queue": "llm"},
-    "sessions.tasks.anchor_fold_task": {"queue": "llm"},
+    "orchestration.tasks.message_extract_task": {"queue": "llm"},
+    "orchestration.tasks.session_finish_task": {"queue": "llm"},
+    "context.tasks.anchor_fold_task": {"queue": "llm"},
     "memory.lifecycle.tasks.*": {"queue": "maintenance"},
-    "sessions.tasks.sessions_close_idle_task": {"queue": "maintenance"},
+    "context.tasks.buffers_compact_task": {"queue": "maintenance"},
+    "orchestration.tasks.sessions_close_idle_task": {"queue": "maintenance"},
 }
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True

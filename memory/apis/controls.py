@@ -13,8 +13,9 @@ from infra.pagination import paginate
 from infra.serializer_fields import StrictCharField
 from tenants.selectors import access_end_user
 
-from .. import controls
-from ..erasure import user_erase
+from .. import actions
+from orchestration.erasure import user_erase
+from orchestration.export import memory_export
 from ..models import MemoryEvent, MemoryKind, MemoryStatus
 from ..selectors import access_memory, memory_history, memory_list
 
@@ -112,13 +113,13 @@ class UserMemoryListApi(APIView):
     def delete(self, request, user_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
-        deleted = controls.memory_delete_all(tenant=tenant, user=user, actor_type=END_USER, actor_id=user.external_id)
+        deleted = actions.memory_delete_all(tenant=tenant, user=user, actor_type=END_USER, actor_id=user.external_id)
         return Response({"deleted": deleted})
 
 
 class UserMemoryDetailApi(APIView):
     class Input(serializers.Serializer):
-        text = StrictCharField(max_length=controls.MEMORY_TEXT_MAX_CHARS, trim_whitespace=True)
+        text = StrictCharField(max_length=actions.MEMORY_TEXT_MAX_CHARS, trim_whitespace=True)
 
     @extend_schema(responses={200: UserMemoryDetailOutput}, operation_id="users_memories_get")
     def get(self, request, user_id, memory_id):
@@ -135,7 +136,7 @@ class UserMemoryDetailApi(APIView):
         access_memory(tenant=tenant, user=user, memory_id=memory_id)  # 404 before 400 for others' ids
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
-        controls.memory_update_text(tenant=tenant, user=user, memory_id=memory_id, text=data.validated_data["text"],
+        actions.memory_update_text(tenant=tenant, user=user, memory_id=memory_id, text=data.validated_data["text"],
                                     actor_type=END_USER, actor_id=user.external_id)
         return Response(_detail(tenant, access_memory(tenant=tenant, user=user, memory_id=memory_id)))
 
@@ -143,7 +144,7 @@ class UserMemoryDetailApi(APIView):
     def delete(self, request, user_id, memory_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
-        controls.memory_delete(tenant=tenant, user=user, memory_id=memory_id, actor_type=END_USER,
+        actions.memory_delete(tenant=tenant, user=user, memory_id=memory_id, actor_type=END_USER,
                                actor_id=user.external_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -153,7 +154,7 @@ class UserMemoryExportApi(APIView):
     def get(self, request, user_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
-        response = Response(controls.memory_export(tenant=tenant, user=user))
+        response = Response(memory_export(tenant=tenant, user=user))
         response["Content-Disposition"] = f'attachment; filename="memories-{user.pk}.json"'
         return response
 

@@ -64,10 +64,14 @@ def informative_text(text: str) -> str:
     return " ".join(s for s in split_sentences(text) if not is_filler_sentence(s))
 
 
+# Only what the user says is remembered about them.
+EXTRACTED_ROLES = frozenset({"user"})
+
+
 def role_extracted(role: str) -> bool:
     """Whether extraction ever reads a message of this role: only what the user says is remembered about them.
     Messages of other roles are stored already marked extracted, and no task is queued for them."""
-    return role == "user"
+    return role in EXTRACTED_ROLES
 
 
 def message_triage(*, text: str, role: str) -> Triage:

@@ -1,34 +1,32 @@
 """One message through the pipeline: classify → extract → filter secrets → verify → prioritize → persist.
 
-Idempotent per message. The cheap skip reads Message.extracted_at; a Redis lock keeps two workers from doing
-the same LLM work; the persist transaction claims the message with a conditional UPDATE, so only one run ever
-writes, and memory ids derived from (message, position) make any rerun land on the same rows and points.
+Idempotent per message. A Redis lock keeps two workers from doing the same LLM work; the persist transaction
+claims the message through the caller's `claim` (a conditional UPDATE of the stored message), so only one run
+ever writes, and memory ids derived from (message, position) make any rerun land on the same rows and points.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from redis import exceptions as redis_errors
 
-from infra import clock
 from infra.embedder import get_embedder
-from infra.errors import ServiceUnavailable
+from infra.errors import AppError
 from infra.llm import llm_configured
 from infra.redis_client import Keys, get_redis
-from sessions.models import Message
-
-from ..models import MemoryKind
-from ..services import decisions_apply, memory_id_for
+from ..actions import decisions_apply, memory_id_for
+from ..models import MemoryKind, MemoryRecord
+from ..sources import SourceMessage
 from ..user_lock import user_memory_lock
 from .candidate import Candidate
 from .classify import message_triage, role_extracted
 from .injection import candidates_screen, injection_screen
 from .rules import resolve_dates, rules_extract
-from .secrets import REDACTED, secrets_redact
+from infra.secrets import REDACTED, secrets_redact
 from .verify import candidates_verify
 
 log = logging.getLogger(__name__)
@@ -42,11 +40,7 @@ class ExtractionResult:
     status: str  # done | already_done | skipped | busy | missing
     outcomes: list[str] = field(default_factory=list)
     memory_ids: list[str] = field(default_factory=list)
-
-
-def speaker_name(message: Message) -> str:
-    user = message.session.user
-    return (user.display_name or "").strip() or "The user"
+    records: list[MemoryRecord] = field(default_factory=list)
 
 
 def event_text(*, who: str, text: str) -> str:
@@ -64,7 +58,7 @@ def _prioritize(candidates: list[Candidate]) -> list[Candidate]:
     return sorted(kept, key=lambda c: (c.kind != MemoryKind.EVENT, rank.get(c.kind, 9), -c.importance))
 
 
-def candidates_for_message(message: Message, *, use_llm: bool) -> list[Candidate]:
+def candidates_for_message(message: SourceMessage, *, use_llm: bool) -> list[Candidate]:
     """Every candidate of one message, secrets already removed. Pure apart from the optional LLM calls."""
     triage = message_triage(text=message.content, role=message.role)
     if not triage.keep:
@@ -73,11 +67,11 @@ def candidates_for_message(message: Message, *, use_llm: bool) -> list[Candidate
     clean = secrets_redact(triage.text).text
     if not clean.replace(REDACTED, "").strip(" .,:;-"):
         return []
-    who = speaker_name(message)
+    who = message.speaker
     # Then what is said to the assistant rather than about the user: no extractor, prompt or memory sees it.
     screening = injection_screen(clean, who=who)
     if screening.found:
-        log.info("message %s: %d sentence(s) addressed to the assistant dropped (%s)", message.pk,
+        log.info("message %s: %d sentence(s) addressed to the assistant dropped (%s)", message.id,
                  len(screening.dropped), ", ".join(sorted(set(screening.dropped))))
         clean = screening.text
         if not clean.replace(REDACTED, "").strip(" .,:;-"):
@@ -92,8 +86,7 @@ def candidates_for_message(message: Message, *, use_llm: bool) -> list[Candidate
     if use_llm:
         from .llm_extract import EXTRACTOR_VERSION, llm_extract
 
-        previous = (Message.objects.filter(session_id=message.session_id, seq__lt=message.seq)
-                    .order_by("-seq").values_list("content", flat=True).first()) or ""
+        previous = message.context_before() if message.context_before is not None else ""
         context = injection_screen(secrets_redact(previous[:1000]).text, who=who).text
         for c in llm_extract(clean, who=who, context=context):
             c.text = secrets_redact(c.text).text
@@ -103,73 +96,44 @@ def candidates_for_message(message: Message, *, use_llm: bool) -> list[Candidate
     return _prioritize(candidates)
 
 
-def memory_extract(*, message_id, allow_llm_failure: bool = False) -> ExtractionResult:
-    """Extract the memories of one recorded message. Safe to call any number of times."""
-    message = (Message.objects.select_related("session__user", "tenant").filter(pk=message_id).first())
-    if message is None:
-        return ExtractionResult(str(message_id), "missing")
-    if message.extracted_at is not None:
-        return ExtractionResult(str(message_id), "already_done")
+def memory_extract(*, tenant, user, source: SourceMessage, claim: Callable[[], bool],
+                   allow_llm_failure: bool = False) -> ExtractionResult:
+    """Extract the memories of one recorded message. Safe to call any number of times.
+
+    `claim()` runs inside the persist transaction and returns False when another run already extracted the
+    message; only the run that claims it writes."""
     redis = get_redis()
-    lock = Keys.lock(message.tenant_id, f"extract:{message.pk}")
+    lock = Keys.lock(tenant.pk, f"extract:{source.id}")
     if not redis.set(lock, "1", nx=True, ex=settings.MEMORY_EXTRACTION_LOCK_SECONDS):
-        return ExtractionResult(str(message_id), "busy")
+        return ExtractionResult(source.id, "busy")
     try:
-        return _extract_locked(message, allow_llm_failure=allow_llm_failure)
+        return _extract_locked(tenant, user, source, claim, allow_llm_failure=allow_llm_failure)
     finally:
         redis.delete(lock)
 
 
-def _extract_locked(message: Message, *, allow_llm_failure: bool) -> ExtractionResult:
-    tenant, user, session = message.tenant, message.session.user, message.session
+def _extract_locked(tenant, user, message: SourceMessage, claim, *, allow_llm_failure: bool) -> ExtractionResult:
     use_llm = llm_configured() and role_extracted(message.role)
     try:
         candidates = candidates_for_message(message, use_llm=use_llm)
-    except ServiceUnavailable:
-        if not allow_llm_failure:
-            raise  # the task retries with backoff
-        log.warning("LLM unavailable on the last attempt for message %s: rules only", message.pk)
+    except AppError as exc:
+        if exc.retryable and not allow_llm_failure:
+            raise  # an outage: the task retries with backoff
+        # A refusal will not heal on retry, and on the last attempt an outage no longer blocks the message.
+        log.warning("LLM pass failed for message %s (%s): rules only", message.id, exc.code)
         candidates = candidates_for_message(message, use_llm=False)
     vectors = get_embedder().embed([c.text for c in candidates]) if candidates else []
     # Nothing to write but the claim (an assistant turn, chatter): no other writer can be affected.
     with user_memory_lock(tenant_id=tenant.pk, user_id=user.pk) if candidates else contextlib.nullcontext():
         decisions = candidates_verify(tenant=tenant, user=user, candidates=candidates, vectors=vectors,
                                       stated_at=message.created_at) if candidates else []
-        ids = [memory_id_for(message.pk, i) for i in range(len(decisions))]
+        ids = [memory_id_for(message.id, i) for i in range(len(decisions))]
         with transaction.atomic():
-            claimed = Message.objects.filter(pk=message.pk, extracted_at__isnull=True) \
-                .update(extracted_at=clock.now())
-            if not claimed:
-                return ExtractionResult(str(message.pk), "already_done")
-            results = decisions_apply(tenant=tenant, user=user, decisions=decisions, session=session,
-                                      source_message=message, memory_ids=ids) if decisions else []
-    _session_facts_push(message, results)
+            if not claim():
+                return ExtractionResult(message.id, "already_done")
+            results = decisions_apply(tenant=tenant, user=user, decisions=decisions, source=message,
+                                      memory_ids=ids) if decisions else []
     status = "done" if candidates else "skipped"
-    return ExtractionResult(str(message.pk), status, [outcome for _, outcome in results],
-                            [str(r.pk) for r, _ in results if r is not None])
-
-
-def _session_facts_push(message: Message, results) -> None:
-    """New durable facts join the open session's buffer now, not only at its next rebuild."""
-    facts = [{"id": str(r.pk), "text": r.text} for r, _ in results
-             if r is not None and r.kind != MemoryKind.EVENT and r.status == "active"]
-    if not facts or message.session.state != message.session.State.OPEN:
-        return
-    from sessions.buffer import buffer_add_facts
-
-    try:
-        buffer_add_facts(tenant_id=message.tenant_id, user_id=message.session.user_id,
-                         session_id=message.session_id, facts=facts)
-    except redis_errors.RedisError:  # the buffer is disposable: its rebuild reads these rows
-        log.warning("could not push facts of message %s to the session buffer", message.pk)
-
-
-def session_extract_pending(*, session_id) -> int:
-    """Run extraction for every message of a session not yet extracted (closing a session finishes its work)."""
-    done = 0
-    for mid in Message.objects.filter(session_id=session_id, extracted_at__isnull=True).order_by("seq") \
-            .values_list("pk", flat=True):
-        if memory_extract(message_id=mid).status == "done":
-            done += 1
-    return done
-
+    records = [r for r, _ in results if r is not None]
+    return ExtractionResult(message.id, status, [outcome for _, outcome in results], [str(r.pk) for r in records],
+                            records)

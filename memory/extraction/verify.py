@@ -10,7 +10,7 @@ from django.conf import settings
 from infra.errors import ServiceUnavailable
 
 from ..models import MemoryRecord, MemoryStatus
-from ..vector_store import Scope, get_vector_store
+from infra.vector_store import Scope, get_vector_store
 from .candidate import Candidate, value_normalize
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
             continue
         kept.append((candidate, vector))
         if candidate.subject:
-            same_slot = list(MemoryRecord.objects.filter(tenant=tenant, user=user, subject=candidate.subject,
+            same_slot = list(MemoryRecord.objects.for_tenant(tenant).filter(user=user, subject=candidate.subject,
                                                          status=MemoryStatus.ACTIVE)
                              .order_by("-created_at").values_list("id", "value", "created_at"))
             if same_slot:

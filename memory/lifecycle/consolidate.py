@@ -11,24 +11,20 @@ import logging
 import re
 import numpy as np
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
 from infra.embedder import get_embedder
-from infra.errors import ServiceUnavailable, ValidationFailed
+from infra.errors import AppError, ValidationFailed
 from infra.llm import llm_configured, structured_completion
 from tenants.models import EndUser, Tenant
 
-from ..controls import content_hash_for, memory_history_write, memory_snapshot, memory_vectors_enqueue
-from ..models import MemoryEvent, MemoryKind, MemoryRecord, MemoryStatus, SourceType
-from ..services import memory_supersede
+from ..actions import PENDING_MARK, fact_from_events
+from ..models import MemoryKind, MemoryRecord, MemoryStatus, SourceType
 from .runs import JobResult, UserPass
 
 log = logging.getLogger(__name__)
 
 PER_USER_CAP = 500
-# Set on events whose consolidated fact waits for review, so they are not proposed again meanwhile.
-PENDING_MARK = "consolidation_pending"
 # An LLM call sees at most this many events of one cluster.
 LLM_CLUSTER_CAP = 20
 
@@ -103,65 +99,11 @@ def _llm_facts(cluster: list[MemoryRecord]) -> list[tuple[dict, list[MemoryRecor
     return out
 
 
-def fact_from_events(*, tenant: Tenant, text: str, kind: str, confidence: float, source_type: str,
-                     event_ids: list, actor_id: str) -> MemoryRecord | None:
-    """Write the fact (or reinforce an identical one) and supersede the events by it, in one transaction.
-
-    Returns None, changing nothing, when any event is no longer active (another run won). A fact held for
-    review (an inferred one, where the tenant reviews those) does not displace the events until approved;
-    they are marked so the next pass does not propose it again."""
-    from ..services import memory_create
-
-    with transaction.atomic():
-        events = list(MemoryRecord.objects.select_for_update().filter(pk__in=event_ids, status=MemoryStatus.ACTIVE)
-                      .order_by("created_at", "pk"))
-        if len(events) != len(set(event_ids)):
-            return None
-        latest = events[-1]
-        sources = []
-        for e in events:
-            for mid in [*([str(e.source_message_id)] if e.source_message_id else []), *(e.source_message_ids or [])]:
-                if mid not in sources:
-                    sources.append(mid)
-        fact = (MemoryRecord.objects.select_for_update()
-                .filter(tenant=tenant, user_id=latest.user_id, kind=kind, content_hash=content_hash_for(text),
-                        status__in=[MemoryStatus.ACTIVE, MemoryStatus.PENDING_REVIEW]).first())
-        if fact is None:
-            fact = memory_create(
-                tenant=tenant, user=latest.user, kind=kind, text=text, source_type=source_type,
-                confidence=confidence, importance=max(e.importance for e in events), session=latest.session,
-                source_message=latest.source_message, actor_type="system", actor_id=actor_id,
-                extractor="consolidate", created_at=latest.created_at,
-                metadata={"consolidated_from": [str(e.pk) for e in events]})
-            fact.reinforcement_count = len(events) - 1
-            fact.source_message_ids = sources
-            fact.save(update_fields=["reinforcement_count", "source_message_ids", "updated_at"])
-        else:
-            before = memory_snapshot(fact)
-            fact.reinforcement_count += len(events)
-            fact.source_message_ids = [*fact.source_message_ids,
-                                       *(s for s in sources if s not in fact.source_message_ids)]
-            fact.save(update_fields=["reinforcement_count", "source_message_ids", "updated_at"])
-            memory_history_write(record=fact, action=MemoryEvent.Action.REINFORCED, actor_type="system",
-                                 actor_id=actor_id, before=before, after=memory_snapshot(fact),
-                                 note=f"reinforced by {len(events)} repeated events")
-        if fact.status != MemoryStatus.ACTIVE:
-            for e in events:
-                e.metadata = {**(e.metadata or {}), PENDING_MARK: str(fact.pk)}
-                e.save(update_fields=["metadata", "updated_at"])
-            return fact
-        for e in events:
-            memory_supersede(old=e, new=fact, actor_type="system", actor_id=actor_id,
-                             note=f"consolidated into {fact.pk}")
-        memory_vectors_enqueue(events)
-    return fact
-
-
 def memories_consolidate(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:
     min_repeats = max(2, settings.MEMORY_CONSOLIDATE_MIN_REPEATS)
     use_llm = llm_configured()
     run = UserPass.resume(job="consolidate", tenant=tenant, cursor=cursor)
-    users = (EndUser.objects.filter(tenant=tenant)
+    users = (EndUser.objects.for_tenant(tenant)
              .annotate(n=Count("memories", filter=Q(memories__status=MemoryStatus.ACTIVE,
                                                     memories__kind=MemoryKind.EVENT)))
              .filter(n__gte=min_repeats).order_by("pk"))
@@ -177,7 +119,7 @@ def memories_consolidate(*, tenant: Tenant, limit: int, cursor: str | None = Non
         if stats["examined"] >= limit:
             more = True
             break
-        events = list(MemoryRecord.objects.filter(tenant=tenant, user=user, kind=MemoryKind.EVENT,
+        events = list(MemoryRecord.objects.for_tenant(tenant).filter(user=user, kind=MemoryKind.EVENT,
                                                   status=MemoryStatus.ACTIVE)
                       .exclude(**{f"metadata__{PENDING_MARK}__isnull": False})
                       .order_by("-created_at")[:PER_USER_CAP])
@@ -196,7 +138,7 @@ def memories_consolidate(*, tenant: Tenant, limit: int, cursor: str | None = Non
                 try:
                     for fact, members in _llm_facts(cluster):
                         plans.append(({**fact, "source_type": SourceType.INFERRED}, members))
-                except (ServiceUnavailable, ValueError) as exc:
+                except (AppError, ValueError) as exc:
                     log.warning("consolidate: LLM unavailable for user %s (%s); rules only this pass", user.pk, exc)
                     stats["llm_errors"] = stats.get("llm_errors", 0) + 1
         used: set = set()

@@ -6,7 +6,6 @@ staff edit), that new value becomes the base. Recomputing from base and clock ma
 """
 from __future__ import annotations
 
-import logging
 import math
 from datetime import datetime
 
@@ -16,10 +15,10 @@ from django.db import transaction
 from infra import clock
 from tenants.models import Tenant
 
+from ..actions import memory_decay
 from ..models import MemoryRecord, MemoryStatus
 from .runs import JobResult
 
-log = logging.getLogger(__name__)
 
 
 def half_life_days(kind: str) -> float:
@@ -43,12 +42,12 @@ def _base_of(record: MemoryRecord) -> float:
 
 def memories_decay(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:
     now = clock.now()
-    qs = MemoryRecord.objects.filter(tenant=tenant, status=MemoryStatus.ACTIVE).order_by("pk")
+    qs = MemoryRecord.objects.for_tenant(tenant).filter(status=MemoryStatus.ACTIVE).order_by("pk")
     if cursor:
         qs = qs.filter(pk__gt=cursor)
     records = list(qs[: limit + 1])
     more, records = len(records) > limit, records[:limit]
-    changed, below, payloads = 0, 0, []
+    changed, below = 0, 0
     threshold = settings.MEMORY_FORGET_THRESHOLD
     with transaction.atomic():
         for record in records:
@@ -56,38 +55,15 @@ def memories_decay(*, tenant: Tenant, limit: int, cursor: str | None = None) -> 
             value = effective_importance(base=base, last_used=record.last_accessed_at or record.created_at,
                                          uses=record.access_count + record.reinforcement_count, kind=record.kind,
                                          now=now)
-            metadata = dict(record.metadata or {})
-            state = dict(metadata.get("decay") or {})
+            state = dict((record.metadata or {}).get("decay") or {})
             state.update(base=base, applied=value)
             if value < threshold:
                 below += 1
                 state.setdefault("below_since", now.timestamp())
             else:
                 state.pop("below_since", None)
-            if metadata.get("decay") == state and math.isclose(value, record.importance, abs_tol=1e-4):
+            if (record.metadata or {}).get("decay") == state and math.isclose(value, record.importance, abs_tol=1e-4):
                 continue
-            metadata["decay"] = state
-            # Conditional on the row still being active: a record deleted meanwhile is left as it is.
-            if MemoryRecord.objects.filter(pk=record.pk, status=MemoryStatus.ACTIVE).update(
-                    importance=value, metadata=metadata):
-                changed += 1
-                if not math.isclose(value, record.importance, abs_tol=1e-4):
-                    payloads.append((str(record.user_id), str(record.pk), value))
-    _payloads_apply(tenant, payloads)
+            changed += memory_decay(record=record, importance=value, state=state)
     return JobResult(stats={"checked": len(records), "changed": changed, "below_threshold": below},
                      more=more, cursor=str(records[-1].pk) if more else None)
-
-
-def _payloads_apply(tenant: Tenant, payloads: list[tuple[str, str, float]]) -> None:
-    """Importance is payload only (no new vector), so it is set in place; a failure is drift the reconcile
-    job repairs, not a reason to fail the pass."""
-    if not payloads:
-        return
-    from ..vector_store import Scope, get_vector_store
-
-    try:
-        store = get_vector_store()
-        for user_id, memory_id, value in payloads:
-            store.set_payload(Scope(tenant_id=str(tenant.pk), user_id=user_id), memory_id, {"importance": value})
-    except Exception:
-        log.warning("decay: could not update importance in the vector store; reconcile will", exc_info=True)

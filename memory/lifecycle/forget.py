@@ -16,11 +16,9 @@ from django.db.models.functions import Coalesce
 from infra import clock
 from tenants.models import Tenant
 
-from ..models import MemoryEvent, MemoryRecord, MemoryStatus
+from ..actions import memories_forget_records
+from ..models import MemoryRecord, MemoryStatus
 from .runs import JobResult
-
-_REDACTED_KEYS = ("text", "value", "subject")
-
 
 def _candidates(tenant: Tenant, now) -> Q:
     grace_start = now - timedelta(days=settings.MEMORY_FORGET_GRACE_DAYS)
@@ -40,34 +38,13 @@ def _reason(record: MemoryRecord, tenant: Tenant, now) -> str:
     return f"unused for {tenant.retention_days} days (tenant retention)"
 
 
-def _redact(snapshot):
-    if not isinstance(snapshot, dict):
-        return snapshot
-    return {k: ("[forgotten]" if k in _REDACTED_KEYS and v else v) for k, v in snapshot.items()}
-
-
 def memories_forget(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:
-    from ..outbox import outbox_enqueue
-
     now = clock.now()
-    base = MemoryRecord.objects.annotate(last_used=Coalesce("last_accessed_at", "created_at"))
-    forgotten = 0
+    base = MemoryRecord.objects.for_tenant(tenant).annotate(last_used=Coalesce("last_accessed_at", "created_at"))
     with transaction.atomic():
         records = list(base.select_for_update(skip_locked=True, of=("self",))
-                       .filter(Q(tenant=tenant) & _candidates(tenant, now)).order_by("status_changed_at", "pk")[:limit])
-        ids = [r.pk for r in records]
-        for event in MemoryEvent.objects.filter(tenant=tenant, memory_uuid__in=ids):
-            event.before, event.after = _redact(event.before), _redact(event.after)
-            event.save(update_fields=["before", "after"])
-        MemoryEvent.objects.bulk_create([
-            MemoryEvent(tenant=tenant, user_id=r.user_id, memory=None, memory_uuid=r.pk,
-                        action=MemoryEvent.Action.FORGOTTEN, actor_type=MemoryEvent.Actor.SYSTEM,
-                        actor_id="lifecycle.forget", created_at=now, note=_reason(r, tenant, now)[:255],
-                        before={"kind": r.kind, "status": r.status, "source_type": r.source_type,
-                                "created_at": r.created_at.isoformat()})
-            for r in records])
-        if ids:
-            outbox_enqueue(tenant_id=str(tenant.pk), memory_ids=[str(i) for i in ids], op="delete")
-            forgotten = MemoryRecord.objects.filter(pk__in=ids).delete()[1].get(MemoryRecord._meta.label, 0)
-    more = len(records) == limit and base.filter(Q(tenant=tenant) & _candidates(tenant, now)).exists()
+                       .filter(_candidates(tenant, now)).order_by("status_changed_at", "pk")[:limit])
+        forgotten = memories_forget_records(tenant=tenant, records=records, now=now,
+                                    reasons={r.pk: _reason(r, tenant, now) for r in records})
+    more = len(records) == limit and base.filter(_candidates(tenant, now)).exists()
     return JobResult(stats={"forgotten": forgotten}, more=more)

@@ -10,15 +10,13 @@ import re
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
 from infra.embedder import get_embedder
 from tenants.models import EndUser, Tenant
 
-from ..controls import memory_history_write, memory_snapshot, memory_vectors_enqueue
-from ..models import MemoryEvent, MemoryRecord, MemoryStatus, SourceType
-from ..services import memory_supersede
+from ..actions import memories_fold
+from ..models import MemoryRecord, MemoryStatus, SourceType
 from .runs import JobResult, UserPass
 
 # How many of a user's most recent active memories one pass compares.
@@ -71,49 +69,11 @@ def duplicate_clusters(records: list[MemoryRecord], *, threshold: float) -> list
     return clusters
 
 
-def memories_fold(*, keeper_id, other_ids: list, actor_id: str, note: str) -> int:
-    """Supersede the others by the keeper, which absorbs their support. Returns how many were folded.
-
-    Locks every row and re-checks it is still active: a concurrent run or a user's delete that got there
-    first wins, and nothing is applied twice."""
-    with transaction.atomic():
-        rows = {r.pk: r for r in MemoryRecord.objects.select_for_update()
-                .filter(pk__in=[keeper_id, *other_ids], status=MemoryStatus.ACTIVE).order_by("pk")}
-        keeper = rows.get(keeper_id)
-        others = [rows[i] for i in other_ids if i in rows]
-        if keeper is None or not others:
-            return 0
-        before = memory_snapshot(keeper)
-        sources = list(keeper.source_message_ids or [])
-        for other in others:
-            for mid in [*(other.source_message_ids or []), *([str(other.source_message_id)]
-                                                              if other.source_message_id else [])]:
-                if mid not in sources:
-                    sources.append(mid)
-            keeper.reinforcement_count += other.reinforcement_count + 1
-            keeper.access_count += other.access_count
-            keeper.confidence = max(keeper.confidence, other.confidence)
-            keeper.importance = max(keeper.importance, other.importance)
-            if other.last_accessed_at and (not keeper.last_accessed_at or other.last_accessed_at > keeper.last_accessed_at):
-                keeper.last_accessed_at = other.last_accessed_at
-        keeper.source_message_ids = sources
-        keeper.save(update_fields=["reinforcement_count", "access_count", "confidence", "importance",
-                                   "last_accessed_at", "source_message_ids", "updated_at"])
-        memory_history_write(record=keeper, action=MemoryEvent.Action.REINFORCED, actor_type="system",
-                             actor_id=actor_id, before=before, after=memory_snapshot(keeper),
-                             note=f"{note}: absorbed {len(others)}")
-        for other in others:
-            memory_supersede(old=other, new=keeper, actor_type="system", actor_id=actor_id,
-                             note=f"{note} into {keeper.pk}")
-        memory_vectors_enqueue([keeper, *others])
-    return len(others)
-
-
 def memories_merge(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:
     """One bounded run of a pass over users (in id order) until about `limit` memories were compared. A pass
     visits only users with an active memory changed since the previous complete pass began."""
     run = UserPass.resume(job="merge", tenant=tenant, cursor=cursor)
-    users = (EndUser.objects.filter(tenant=tenant)
+    users = (EndUser.objects.for_tenant(tenant)
              .annotate(n=Count("memories", filter=Q(memories__status=MemoryStatus.ACTIVE))).filter(n__gte=2)
              .order_by("pk"))
     if run.since is not None:
@@ -126,12 +86,12 @@ def memories_merge(*, tenant: Tenant, limit: int, cursor: str | None = None) -> 
         if compared >= limit:
             more = True
             break
-        records = list(MemoryRecord.objects.filter(tenant=tenant, user=user, status=MemoryStatus.ACTIVE)
+        records = list(MemoryRecord.objects.for_tenant(tenant).filter(user=user, status=MemoryStatus.ACTIVE)
                        .order_by("-created_at")[:PER_USER_CAP])
         compared += len(records)
         last_user = user.pk
         for cluster in duplicate_clusters(records, threshold=settings.MEMORY_MERGE_SIMILARITY):
-            folded = memories_fold(keeper_id=cluster[0].pk, other_ids=[r.pk for r in cluster[1:]],
+            folded = memories_fold(tenant=tenant, keeper_id=cluster[0].pk, other_ids=[r.pk for r in cluster[1:]],
                                    actor_id="lifecycle.merge", note="merged near-duplicates")
             merged += folded
             clusters_n += 1 if folded else 0

@@ -41,9 +41,9 @@ def _expected_payload(record: MemoryRecord) -> dict:
 
 def _rows_phase(tenant: Tenant, store, scope, *, limit: int, after: str | None) -> tuple[dict, str | None]:
     from ..outbox import outbox_enqueue
-    from ..vector_store import Scope
+    from infra.vector_store import Scope
 
-    qs = MemoryRecord.objects.filter(tenant=tenant).order_by("pk")
+    qs = MemoryRecord.objects.for_tenant(tenant).order_by("pk")
     if after:
         qs = qs.filter(pk__gt=after)
     records = list(qs[: limit + 1])
@@ -78,7 +78,7 @@ def _rows_phase(tenant: Tenant, store, scope, *, limit: int, after: str | None) 
 def _points_phase(tenant: Tenant, store, scope, *, limit: int, offset: str | None) -> tuple[dict, str | None]:
     hits, next_offset = store.scroll(scope, limit=limit, offset=offset)
     ids = [h.memory_id for h in hits]
-    live = {str(pk) for pk in MemoryRecord.objects.filter(tenant=tenant, pk__in=ids)
+    live = {str(pk) for pk in MemoryRecord.objects.for_tenant(tenant).filter(pk__in=ids)
             .exclude(status=MemoryStatus.DELETED).values_list("pk", flat=True)}
     orphans = [i for i in ids if i not in live]
     if orphans:
@@ -87,7 +87,7 @@ def _points_phase(tenant: Tenant, store, scope, *, limit: int, offset: str | Non
 
 
 def vectors_reconcile(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:
-    from ..vector_store import Scope, get_vector_store
+    from infra.vector_store import Scope, get_vector_store
 
     store = get_vector_store()
     scope = Scope(tenant_id=str(tenant.pk))

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.utils import timezone
+from infra import clock
 
 from tenants.models import Tenant
 
@@ -38,17 +38,18 @@ def job_run(*, job: str, tenant: Tenant, fn: JobFn, cursor: str | None = None, l
         if not held:
             log.info("job %s for tenant %s skipped: another run holds the lock", job, tenant.pk)
             return {**base, "skipped": "locked", "more": False, "cursor": None}
-        run = JobRun.objects.create(job=job, tenant=tenant, started_at=timezone.now(), status="running",
+        run = JobRun.objects.create(job=job, tenant=tenant, started_at=clock.now(), status="running",
                                     stats={"cursor": cursor} if cursor else {})
         try:
             result = fn(tenant=tenant, limit=limit, cursor=cursor)
         except Exception as exc:
-            JobRun.objects.filter(pk=run.pk).update(status="failed", finished_at=timezone.now(),
+            JobRun.objects.for_tenant(tenant).filter(pk=run.pk).update(status="failed", finished_at=clock.now(),
                                                     stats={"error": f"{exc.__class__.__name__}: {exc}"[:500]})
             log.exception("job %s for tenant %s failed", job, tenant.pk)
             raise
         stats = {**result.stats, "more": result.more}
-        JobRun.objects.filter(pk=run.pk).update(status="done", finished_at=timezone.now(), stats=stats)
+        JobRun.objects.for_tenant(tenant).filter(pk=run.pk).update(status="done", finished_at=clock.now(),
+                                                                   stats=stats)
     log.info("job %s for tenant %s: %s", job, tenant.pk, stats)
     return {**base, "run_id": run.pk, **stats, "cursor": result.cursor}
 
@@ -73,10 +74,10 @@ class UserPass:
             started, since, after = cursor.split("|")
             return cls(started=datetime.fromisoformat(started),
                        since=datetime.fromisoformat(since) if since else None, after=after or None)
-        last = (JobRun.objects.filter(job=job, tenant=tenant, status="done", stats__more=False)
+        last = (JobRun.objects.for_tenant(tenant).filter(job=job, status="done", stats__more=False)
                 .order_by("-started_at").first())
         previous = (last.stats or {}).get("pass_started") if last else None
-        return cls(started=timezone.now(),
+        return cls(started=clock.now(),
                    since=datetime.fromisoformat(previous) - PASS_OVERLAP if previous else None)
 
     def cursor_after(self, user_id) -> str:

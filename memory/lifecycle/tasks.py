@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import logging
 
-import redis
 from celery import shared_task
-from django.db import OperationalError
 
-from infra.errors import ServiceUnavailable
+from infra.task_retry import RETRY_ON, retry_outages
 from tenants.models import Tenant
 
-from .compact_buffers import buffers_compact
 from .consolidate import memories_consolidate
 from .decay import memories_decay
 from .expire import memories_expire
@@ -32,17 +29,18 @@ JOBS = {
     "expire": memories_expire,
     "forget": memories_forget,
     "consolidate": memories_consolidate,
-    "compact_buffers": buffers_compact,
     "reconcile": vectors_reconcile,
 }
 
-# Outages worth waiting out; a bug is not retried (it would fail the same way).
-RETRY_ON = (ServiceUnavailable, redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OperationalError)
+# Outages are worth waiting out; a bug or a refusal is not retried (it would fail the same way).
 TASK_OPTIONS = dict(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
                     retry_jitter=True, max_retries=5)
 
 
-def _run(task, job: str, tenant_id: str | None, cursor: str | None) -> dict:
+@retry_outages
+def run_job(task, job: str, fn, tenant_id: str | None, cursor: str | None) -> dict:
+    """Beat's call (no tenant) fans out one task per active tenant; a tenant's call runs one bounded pass of `fn`
+    and re-enqueues itself while work remains."""
     if tenant_id is None:
         ids = [str(pk) for pk in Tenant.objects.filter(is_active=True).order_by("pk").values_list("pk", flat=True)]
         for tid in ids:
@@ -53,7 +51,7 @@ def _run(task, job: str, tenant_id: str | None, cursor: str | None) -> dict:
     if tenant is None:
         log.info("job %s: tenant %s is gone", job, tenant_id)
         return {"job": job, "tenant_id": tenant_id, "skipped": "tenant_gone"}
-    result = job_run(job=job, tenant=tenant, fn=JOBS[job], cursor=cursor)
+    result = job_run(job=job, tenant=tenant, fn=fn, cursor=cursor)
     if result.get("more"):
         task.apply_async(kwargs={"tenant_id": tenant_id, "cursor": result.get("cursor")}, countdown=1)
     return result
@@ -61,44 +59,39 @@ def _run(task, job: str, tenant_id: str | None, cursor: str | None) -> dict:
 
 @shared_task(**TASK_OPTIONS)
 def memories_merge_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
-    return _run(self, "merge", tenant_id, cursor)
+    return run_job(self, "merge", JOBS["merge"], tenant_id, cursor)
 
 
 @shared_task(**TASK_OPTIONS)
 def memories_decay_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
-    return _run(self, "decay", tenant_id, cursor)
+    return run_job(self, "decay", JOBS["decay"], tenant_id, cursor)
 
 
 @shared_task(**TASK_OPTIONS)
 def memories_expire_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
-    return _run(self, "expire", tenant_id, cursor)
+    return run_job(self, "expire", JOBS["expire"], tenant_id, cursor)
 
 
 @shared_task(**TASK_OPTIONS)
 def memories_forget_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
-    return _run(self, "forget", tenant_id, cursor)
+    return run_job(self, "forget", JOBS["forget"], tenant_id, cursor)
 
 
 @shared_task(**TASK_OPTIONS)
 def memories_consolidate_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
-    return _run(self, "consolidate", tenant_id, cursor)
-
-
-@shared_task(**TASK_OPTIONS)
-def buffers_compact_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
-    return _run(self, "compact_buffers", tenant_id, cursor)
+    return run_job(self, "consolidate", JOBS["consolidate"], tenant_id, cursor)
 
 
 @shared_task(**TASK_OPTIONS)
 def vectors_reconcile_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
-    return _run(self, "reconcile", tenant_id, cursor)
+    return run_job(self, "reconcile", JOBS["reconcile"], tenant_id, cursor)
 
 
 @shared_task(**TASK_OPTIONS)
 def vectors_vacuum_task(self) -> dict:
     """What was deleted (forgotten, expired, erased memories) leaves the embedded shard's segment files. One store
     for all tenants, so no fan-out; a run with nothing deleted since the last one does nothing."""
-    from memory.vector_store import get_vector_store
+    from infra.vector_store import get_vector_store
 
     rewrote = bool(get_vector_store().vacuum())
     log.info("vector store vacuum: %s", "segments rewritten" if rewrote else "nothing to do")

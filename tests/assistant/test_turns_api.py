@@ -132,7 +132,7 @@ def test_a_turn_makes_no_query_rewrite_call_while_the_context_endpoint_does(llm,
 
 def test_parallel_tool_calls_in_one_step_all_run_and_land_in_the_buffer(llm, alice, alice_user, alice_client,
                                                                         alice_session):
-    from sessions.buffer import buffer_get
+    from context.buffer import buffer_get
 
     llm.add(tool_step(call("set_goal", {"goal": "Book SFO to Newark", "subgoals": ["find flights under $400"]}, "g"),
                       call("update_notes", {"key_findings": ["budget is $400"]}, "n"),

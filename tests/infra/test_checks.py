@@ -34,7 +34,7 @@ def test_visibility_timeout_shorter_than_task_limit_is_an_error(settings):
 
 
 def test_collection_of_another_size_is_an_error(settings):
-    from memory.vector_store import get_vector_store
+    from infra.vector_store import get_vector_store
 
     get_vector_store()  # the collection exists with 384-d vectors
     settings.EMBEDDING_DIM = 512

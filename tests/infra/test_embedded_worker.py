@@ -27,7 +27,7 @@ django.setup()
 from django.conf import settings
 settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_MAX_RETRIES = sys.argv[1], "m", 0
 settings.EMBEDDED_WORKER_CONCURRENCY = int(sys.argv[2])
-from infra.embedded_worker import start_embedded_worker
+from config.embedded_worker import start_embedded_worker
 start_embedded_worker()
 time.sleep(600)
 """

@@ -51,8 +51,8 @@ def test_readyz_names_a_dead_redis_with_503(client, dead_redis):
 
 
 def test_readyz_names_an_unavailable_vector_store(client):
-    from memory.vector_store import set_vector_store
-    from memory.vector_store.base import VectorStoreError
+    from infra.vector_store import set_vector_store
+    from infra.vector_store.base import VectorStoreError
 
     class Down:
         backend_name = "down"

@@ -7,7 +7,7 @@ from django.db import transaction
 from infra import clock
 from memory.controls import content_hash_for, memory_history_write, memory_snapshot
 from memory.models import MemoryEvent, MemoryRecord
-from memory.vector_store import Scope, get_vector_store
+from infra.vector_store import Scope, get_vector_store
 
 
 def memory_make(tenant, user, text, *, kind="fact", **fields) -> MemoryRecord:

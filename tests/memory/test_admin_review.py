@@ -41,7 +41,7 @@ def bob_user(bob):
 
 @pytest.fixture
 def data(alice, alice_user, alice_session, bob, bob_user):
-    from sessions.bridge import bridge_write
+    from context.bridge import bridge_write
     from sessions.models import SessionLink, SummaryAnchor
     from sessions.services import NewMessage, messages_append, session_close, session_open
 

@@ -123,7 +123,7 @@ def test_export_is_json_with_memories_sessions_and_bridges(alice_client, alice_u
 
 
 def test_erase_leaves_zero_residue_in_each_store(alice, alice_client, alice_user, alice_session, bob, bob_user):
-    from sessions.buffer import buffer_get
+    from context.buffer import buffer_get
     from sessions.services import NewMessage, messages_append
 
     messages_append(tenant=alice, session_id=alice_session.pk,
@@ -165,7 +165,7 @@ def test_erase_leaves_zero_residue_in_each_store(alice, alice_client, alice_user
 
 
 def test_erase_is_idempotent(alice, alice_user, alice_client):
-    from memory.erasure import user_erase
+    from orchestration.erasure import user_erase
 
     memory_make(alice, alice_user, "something to erase")
     first = user_erase(tenant=alice, user=alice_user)

@@ -133,7 +133,7 @@ def test_export_holds_memories_with_provenance_sessions_and_bridges(alice, alice
                     source_message=msg, source_message_ids=[str(msg.pk)])
     controls.memory_update_text(tenant=alice, memory=m, text="I always fly with KLM", actor_type="end_user")
     session_close(tenant=alice, session_id=alice_session.pk)
-    from sessions.bridge import bridge_write
+    from context.bridge import bridge_write
 
     bridge_write(session_id=alice_session.pk)
 

@@ -2,7 +2,7 @@
 import pytest
 
 from memory.models import MemoryRecord
-from sessions.buffer import buffer_get
+from context.buffer import buffer_get
 
 from .memory_support import record_turns
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from infra import clock
-from memory.lifecycle.compact_buffers import buffers_compact
+from context.compaction import buffers_compact
 from memory.lifecycle.consolidate import memories_consolidate
 from memory.lifecycle.decay import effective_importance, memories_decay
 from memory.lifecycle.expire import memories_expire
@@ -15,7 +15,7 @@ from memory.lifecycle.merge import memories_merge
 from memory.lifecycle.reconcile import vectors_reconcile
 from memory.lifecycle.runs import job_run
 from memory.models import JobRun, MemoryEvent, MemoryRecord
-from memory.vector_store import MemoryPoint, Scope, get_vector_store
+from infra.vector_store import MemoryPoint, Scope, get_vector_store
 from tests.memory.lifecycle_support import memory_make, points_of, search_ids
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -342,7 +342,7 @@ def test_an_llm_fact_held_for_review_leaves_the_events_and_is_not_proposed_again
 # --- compact buffers -----------------------------------------------------------------------------------------
 
 def test_idle_session_buffers_are_compacted(alice, alice_user, settings):
-    from sessions.buffer import buffer_get
+    from context.buffer import buffer_get
     from sessions.models import Session
     from sessions.services import NewMessage, messages_append, session_open
 
@@ -367,7 +367,7 @@ def test_idle_session_buffers_are_compacted(alice, alice_user, settings):
 
 def test_reconcile_repairs_missing_points_orphans_and_drift(alice, alice_user):
     from infra.embedder import get_embedder
-    from memory.vector_store import point_id_for  # noqa: F401  (ids are deterministic)
+    from infra.vector_store import point_id_for  # noqa: F401  (ids are deterministic)
 
     store = get_vector_store()
     scope = Scope(tenant_id=str(alice.pk), user_id=str(alice_user.pk))

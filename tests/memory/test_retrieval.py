@@ -12,7 +12,7 @@ from memory.models import MemoryRecord
 from memory.retrieval import memory_retrieve, memory_retrieve_for_users, query_build
 from memory.selectors import memory_points_count, memory_points_scroll, memory_points_search
 from memory.services import memory_create, memory_points_delete
-from memory.vector_store import ScopeMissing, set_vector_store
+from infra.vector_store import ScopeMissing, set_vector_store
 
 from .memory_support import MAY_8, points_of, record_turns
 

@@ -6,7 +6,7 @@ from urllib.parse import urlencode
 import pytest
 
 from memory.services import memory_create
-from memory.vector_store import set_vector_store
+from infra.vector_store import set_vector_store
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,7 +7,7 @@ import string
 
 import pytest
 
-from memory.extraction.secrets import iban_valid, luhn_valid, secrets_redact
+from infra.secrets import iban_valid, luhn_valid, secrets_redact
 
 from .memory_support import everything_stored, record_turns
 

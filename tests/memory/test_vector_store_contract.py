@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from qdrant_client import QdrantClient
 
-from memory.vector_store import MemoryPoint, Scope, ScopeMissing
-from memory.vector_store.base import VectorStoreError, collection_name, point_id_for
-from memory.vector_store.edge import EdgeVectorStore
-from memory.vector_store.filters import ScopeFilter
-from memory.vector_store.server import ServerVectorStore
+from infra.vector_store import MemoryPoint, Scope, ScopeMissing
+from infra.vector_store.base import VectorStoreError, collection_name, point_id_for
+from infra.vector_store.edge import EdgeVectorStore
+from infra.vector_store.filters import ScopeFilter
+from infra.vector_store.server import ServerVectorStore
 
 DIM = 8
 TENANT_A = "0a000000-0000-4000-8000-00000000000a"
@@ -360,7 +360,7 @@ def test_a_shard_written_with_an_older_config_takes_todays_when_opened(tmp_path)
 
 
 def test_the_registry_opens_one_edge_shard_per_embedding_model(settings):
-    from memory.vector_store import get_vector_store, reset_vector_store
+    from infra.vector_store import get_vector_store, reset_vector_store
 
     store = get_vector_store()
     assert store is get_vector_store()
@@ -389,7 +389,7 @@ def test_the_edge_search_pool_takes_its_size_from_the_settings(settings, tmp_pat
 
 
 def test_a_forked_process_does_not_reuse_the_parents_edge_shard(monkeypatch):
-    import memory.vector_store.registry as registry
+    import infra.vector_store.registry as registry
 
     parent = registry.get_vector_store()
     monkeypatch.setattr(registry.os, "getpid", lambda: -1)
@@ -400,7 +400,7 @@ def test_a_forked_process_does_not_reuse_the_parents_edge_shard(monkeypatch):
 
 
 def test_a_dead_qdrant_server_is_reported_as_unavailable_not_crashed(settings):
-    from memory.vector_store import get_vector_store, reset_vector_store
+    from infra.vector_store import get_vector_store, reset_vector_store
 
     store = ServerVectorStore(QdrantClient(url="http://127.0.0.1:1", timeout=1, check_compatibility=False),
                               collection="dead", dim=DIM)
@@ -426,7 +426,7 @@ def test_payload_keys_narrow_the_payload_but_keep_the_scope_keys(store, world):
 
 
 def test_search_batch_answers_each_search_as_search_would(store, world):
-    from memory.vector_store.base import Search
+    from infra.vector_store.base import Search
 
     searches = [Search(ALICE_1, dense=basis(0), limit=3), Search(ALICE_1, text="Rex the dog", limit=5),
                 Search(ALICE_1, text="the and of", limit=5),  # nothing to search for: an empty answer in its place

@@ -76,7 +76,7 @@ def _build_world(make_tenant, django_user_model) -> World:
 
     from memory.extraction.pipeline import memory_extract
     from memory.services import memory_create
-    from sessions.bridge import bridge_write
+    from context.bridge import bridge_write
     from sessions.services import NewMessage, messages_append, session_close, session_open
     from tenants.services import end_user_create
 
@@ -126,7 +126,7 @@ def _build_world(make_tenant, django_user_model) -> World:
 def _foreign_state(world: World) -> str:
     """A digest of everything each tenant holds, to prove that writes aimed at foreign ids changed nothing."""
     from memory.models import MemoryRecord
-    from memory.vector_store import Scope, get_vector_store
+    from infra.vector_store import Scope, get_vector_store
     from sessions.models import Message, Session
     from tenants.models import EndUser
 

@@ -179,7 +179,7 @@ VOLATILE_TABLES = {"memory_jobrun", "django_session", "django_admin_log"}
 def _state(tenant) -> dict:
     """Everything the tasks can touch: database rows, vector payloads, Redis keys (locks excluded)."""
     from infra.redis_client import get_redis
-    from memory.vector_store import Scope, get_vector_store
+    from infra.vector_store import Scope, get_vector_store
 
     tables = {}
     with connection.cursor() as cur:
@@ -448,8 +448,8 @@ def test_qdrant_unreachable_turns_answer_without_memories_and_writes_wait_in_the
     from memory.models import MemoryRecord, MemoryStatus
     from memory.outbox import outbox_flush_task, outbox_pending_count
     from memory.services import memory_create
-    from memory.vector_store import Scope, get_vector_store, reset_vector_store, set_vector_store
-    from memory.vector_store.server import ServerVectorStore
+    from infra.vector_store import Scope, get_vector_store, reset_vector_store, set_vector_store
+    from infra.vector_store.server import ServerVectorStore
 
     respx.post(f"{LLM_URL}/chat/completions").mock(side_effect=_echo_llm)
     respx.route(host="127.0.0.1").pass_through()

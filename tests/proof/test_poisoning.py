@@ -212,7 +212,7 @@ HOSTILE_MEMORIES = [
 def test_retrieved_memories_are_rendered_only_inside_the_data_block(alice, alice_user):
     """Memories are planted directly (as if a filter had missed them), then composed into a turn's context."""
     from memory.services import memory_create
-    from sessions.composer import context_compose
+    from context.composer import context_compose
     from sessions.services import session_open
 
     for text in HOSTILE_MEMORIES:
@@ -250,7 +250,7 @@ def _rand(n, alphabet=string.ascii_letters + string.digits):
 
 
 def _luhn(prefix: str, length: int) -> str:
-    from memory.extraction.secrets import luhn_valid
+    from infra.secrets import luhn_valid
 
     body = prefix + "".join(_rng.choice(string.digits) for _ in range(length - len(prefix) - 1))
     return next(body + d for d in string.digits if luhn_valid(body + d))
@@ -332,7 +332,7 @@ def _decode_broker_messages(raw: str) -> str:
 
 
 def _qdrant_payloads(tenant) -> str:
-    from memory.vector_store import Scope, get_vector_store
+    from infra.vector_store import Scope, get_vector_store
 
     store, parts, offset = get_vector_store(), [], None
     while True:

@@ -8,8 +8,8 @@ import pytest
 import respx
 
 from infra.redis_client import Keys, get_redis
-from sessions.anchors import anchor_plan, anchors_fold, extractive_summary, sentence_score
-from sessions.buffer import buffer_get
+from context.anchors import anchor_plan, anchors_fold, extractive_summary, sentence_score
+from context.buffer import buffer_get
 from sessions.models import SummaryAnchor
 from sessions.services import NewMessage, messages_append
 from sessions.tasks import anchor_fold_task
@@ -98,7 +98,7 @@ def test_fold_plan_is_none_when_nothing_is_due(alice, alice_session):
 
 
 def test_anchors_survive_a_lost_buffer(alice, alice_session, settings):
-    from sessions.buffer import buffer_delete
+    from context.buffer import buffer_delete
 
     settings.CONTINUUM_ANCHOR_EVERY_TURNS = 3
     settings.CONTINUUM_ANCHOR_KEEP_TURNS = 1

@@ -12,8 +12,8 @@ import respx
 from django.db import connection
 
 from sessions import bridge as bridge_mod
-from sessions.bridge import bridge_write, extractive_bridge
-from sessions.buffer import buffer_add_subgoal, buffer_complete_subgoal, buffer_get, buffer_update_notes
+from context.bridge import bridge_write, extractive_bridge
+from context.buffer import buffer_add_subgoal, buffer_complete_subgoal, buffer_get, buffer_update_notes
 from sessions.models import BridgeSummary, Session
 from sessions.services import NewMessage, messages_append, session_close
 from sessions.tasks import bridge_write_task

@@ -10,7 +10,7 @@ from django.db import connection
 
 from infra.redis_client import Keys, get_redis
 from sessions import buffer as buf_mod
-from sessions.buffer import (buffer_add_facts, buffer_add_subgoal, buffer_append_messages, buffer_compact,
+from context.buffer import (buffer_add_facts, buffer_add_subgoal, buffer_append_messages, buffer_compact,
                              buffer_complete_subgoal, buffer_delete, buffer_get, buffer_record_tool, buffer_set_goal,
                              buffer_update_notes)
 from sessions.models import Message, Session, SummaryAnchor

@@ -13,9 +13,9 @@ from infra.errors import ServiceUnavailable, ValidationFailed
 from infra.tokens import count_message_tokens, count_tokens
 from memory.retrieval import RetrievedMemory
 from sessions import composer
-from sessions.buffer import Buffer, buffer_add_facts, buffer_record_tool, buffer_set_goal, buffer_update_notes
-from sessions.composer import ContextBudget, context_compose
-from sessions.links import LinkedBridge
+from context.buffer import Buffer, buffer_add_facts, buffer_record_tool, buffer_set_goal, buffer_update_notes
+from context.composer import ContextBudget, context_compose
+from context.links import LinkedBridge
 from sessions.services import NewMessage, messages_append
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from sessions.bridge import bridge_write
-from sessions.composer import context_compose
-from sessions.links import reference_in
+from context.bridge import bridge_write
+from context.composer import context_compose
+from context.links import reference_in
 from sessions.models import Session, SessionLink
 from sessions.services import NewMessage, messages_append, session_close, session_open
 

@@ -25,7 +25,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, tenant, batch_size, clean, no_progress, **options):
         from memory.points import points_for_records
-        from memory.vector_store import Scope, get_vector_store
+        from infra.vector_store import Scope, get_vector_store
 
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1.")
@@ -38,7 +38,7 @@ class Command(BaseCommand):
                 raise CommandError(f"Unknown tenant(s): {', '.join(sorted(missing))}")
         store = get_vector_store()
         store.ensure_collection()
-        live = MemoryRecord.objects.exclude(status=MemoryStatus.DELETED)
+        live = MemoryRecord.objects.unscoped().exclude(status=MemoryStatus.DELETED)  # every tenant's memories
         total = live.filter(tenant__in=tenants).count()
         upserted = orphans = 0
         with tqdm(total=total, unit="memory", desc="reindex", disable=no_progress, file=sys.stderr) as bar:
@@ -69,7 +69,7 @@ class Command(BaseCommand):
         while True:
             hits, offset = store.scroll(scope, limit=512, offset=offset)
             ids = [h.memory_id for h in hits]
-            keep = {str(pk) for pk in MemoryRecord.objects.filter(tenant=tenant, pk__in=ids)
+            keep = {str(pk) for pk in MemoryRecord.objects.for_tenant(tenant).filter(pk__in=ids)
                     .exclude(status=MemoryStatus.DELETED).values_list("pk", flat=True)}
             gone = [i for i in ids if i not in keep]
             if gone:

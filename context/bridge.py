@@ -1,25 +1,24 @@
 """Bridge summaries: what a closed session hands to the user's next one, written exactly once.
 
 bridge_write is safe to run any number of times, concurrently or after a crash part-way: the bridge row is
-OneToOne with the session (the database keeps one), the later steps (extraction of what is left, dropping the
-Redis buffer) are idempotent, and a rerun finds the bridge and only redoes them.
+OneToOne with the session (the database keeps one), and a rerun finds the bridge and returns it.
 """
 from __future__ import annotations
 
 import logging
 import re
 
-import redis
 from django.db import IntegrityError, transaction
 
 from infra import llm
 from infra.embedder import get_embedder
-from infra.errors import ServiceUnavailable
+from infra.errors import AppError
 from infra.tokens import count_tokens, truncate_to_tokens
 
 from .anchors import sentence_score, sentences
-from .buffer import buffer_build_from_db, buffer_delete
-from .models import BridgeSummary, Message, Session
+from sessions.models import BridgeSummary, Message, Session
+
+from .buffer import buffer_build_from_db
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +27,6 @@ _DECISION = re.compile(r"\b(let's|let us|decided|decide|go with|i'll take|i will
 _FINDING = re.compile(r"\b(found|there (?:is|are)|available|costs?|priced|option|departs?|arrives?|comes to|"
                       r"total|returns?|shows?)\b|\$|€|£|\d", re.I)
 _PART_TOKENS = 40
-_MAX_EXTRACTION_ENQUEUE = 1000
 
 
 def _clean(text: str) -> str:
@@ -118,14 +116,14 @@ def abstractive_bridge(doc: dict, messages: list[dict]) -> tuple[str, dict]:
 
 def _compose(session: Session) -> tuple[str, dict, str]:
     doc = buffer_build_from_db(tenant_id=session.tenant_id, user_id=session.user_id, session_id=session.pk)
-    messages = list(Message.objects.filter(session=session).order_by("-seq")
+    messages = list(Message.objects.for_tenant(session.tenant_id).filter(session=session).order_by("-seq")
                     .values("role", "content")[:500])[::-1]
     parts = bridge_parts(doc, messages)
     if llm.llm_configured() and messages:
         try:
             text, llm_parts = abstractive_bridge(doc, messages)
             return text, {**parts, **{k: v for k, v in llm_parts.items() if v}}, "abstractive"
-        except (ServiceUnavailable, ValueError, KeyError, TypeError) as exc:
+        except (AppError, ValueError, KeyError, TypeError) as exc:
             log.warning("abstractive bridge for session %s failed (%s); writing it extractively", session.pk, exc)
     return extractive_bridge(parts), parts, "extractive"
 
@@ -138,40 +136,18 @@ def _embedding(goal: str, text: str) -> list[float] | None:
         return None
 
 
-def _finish_session(session: Session) -> None:
-    """After the bridge: extract what extraction has not reached yet, and drop the Redis buffer."""
-    from memory.tasks import memory_extract_task
-
-    pending = list(Message.objects.filter(session=session, extracted_at__isnull=True)
-                   .exclude(role=Message.Role.SYSTEM).order_by("seq")
-                   .values_list("id", flat=True)[:_MAX_EXTRACTION_ENQUEUE])
-    for mid in pending:
-        memory_extract_task.delay(str(mid))  # idempotent per message
+def bridge_write(*, session: Session) -> BridgeSummary:
+    """The closed session's bridge: written the first time, found every time after."""
+    bridges = BridgeSummary.objects.for_tenant(session.tenant_id)
+    bridge = bridges.filter(session=session).first()
+    if bridge is not None:
+        return bridge
+    text, parts, method = _compose(session)
+    embedding = _embedding(parts.get("goal", ""), text)
     try:
-        buffer_delete(tenant_id=session.tenant_id, user_id=session.user_id, session_id=session.pk)
-    except redis.exceptions.RedisError:
-        log.warning("could not drop the buffer of closed session %s; its TTL removes it", session.pk)
-
-
-def bridge_write(*, session_id) -> BridgeSummary | None:
-    """Write the bridge of a closed session once; then finish the session. None when there is nothing to do."""
-    session = Session.objects.filter(pk=session_id).select_related("tenant").first()
-    if session is None:
-        log.info("bridge for session %s skipped: the session is gone", session_id)
-        return None
-    if session.state != Session.State.CLOSED:
-        log.info("bridge for session %s skipped: still open", session_id)
-        return None
-    bridge = BridgeSummary.objects.filter(session=session).first()
-    if bridge is None:
-        text, parts, method = _compose(session)
-        embedding = _embedding(parts.get("goal", ""), text)
-        try:
-            with transaction.atomic():
-                bridge = BridgeSummary.objects.create(
-                    tenant_id=session.tenant_id, session=session, text=text, goal=parts.get("goal", ""),
-                    details=parts, goal_embedding=embedding, method=method, token_count=count_tokens(text))
-        except IntegrityError:  # another run wrote it first: that one stands
-            bridge = BridgeSummary.objects.get(session=session)
-    _finish_session(session)
-    return bridge
+        with transaction.atomic():
+            return BridgeSummary.objects.create(
+                tenant_id=session.tenant_id, session=session, text=text, goal=parts.get("goal", ""),
+                details=parts, goal_embedding=embedding, method=method, token_count=count_tokens(text))
+    except IntegrityError:  # another run wrote it first: that one stands
+        return bridges.get(session=session)

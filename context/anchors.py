@@ -16,11 +16,11 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from infra import llm
-from infra.errors import ServiceUnavailable
+from infra.errors import AppError
 from infra.redis_client import Keys, get_redis
 from infra.tokens import count_tokens, truncate_to_tokens
 
-from .models import Message, SummaryAnchor
+from sessions.models import Message, SummaryAnchor
 
 log = logging.getLogger(__name__)
 
@@ -138,12 +138,12 @@ def _turns(messages: list[dict]) -> list[list[dict]]:
     return turns
 
 
-def anchor_plan(*, session_id) -> FoldPlan | None:
+def anchor_plan(*, tenant_id, session_id) -> FoldPlan | None:
     """The next range of turns to fold, from the database; None when nothing is due."""
-    last = (SummaryAnchor.objects.filter(session_id=session_id).order_by("-last_seq")
+    last = (SummaryAnchor.objects.for_tenant(tenant_id).filter(session_id=session_id).order_by("-last_seq")
             .values("last_seq", "last_turn").first())
     anchored, base_turns = (last["last_seq"], last["last_turn"]) if last else (0, 0)
-    rows = list(Message.objects.filter(session_id=session_id, seq__gt=anchored).order_by("seq")
+    rows = list(Message.objects.for_tenant(tenant_id).filter(session_id=session_id, seq__gt=anchored).order_by("seq")
                 .values("seq", "role", "content", "token_count"))
     turns = _turns(rows)
     every, keep = settings.CONTINUUM_ANCHOR_EVERY_TURNS, settings.CONTINUUM_ANCHOR_KEEP_TURNS
@@ -174,7 +174,7 @@ def _summarize(plan: FoldPlan, *, use_llm: bool) -> tuple[str, str]:
     if use_llm:
         try:
             return abstractive_summary(plan.messages, max_tokens=cap), "abstractive"
-        except (ServiceUnavailable, ValueError, KeyError, TypeError) as exc:
+        except (AppError, ValueError, KeyError, TypeError) as exc:
             log.warning("abstractive anchor failed (%s); folding extractively", exc)
     text = extractive_summary([m["content"] for m in plan.messages if m["role"] == "user"], max_tokens=cap)
     return text or "(small talk)", "extractive"
@@ -211,7 +211,7 @@ def anchors_fold(*, tenant_id, user_id, session_id, use_llm: bool | None = None,
     made: list[SummaryAnchor] = []
     try:
         for _ in range(max_folds):
-            plan = anchor_plan(session_id=session_id)
+            plan = anchor_plan(tenant_id=tenant_id, session_id=session_id)
             if plan is None:
                 break
             text, method = _summarize(plan, use_llm=use_llm)
@@ -222,7 +222,8 @@ def anchors_fold(*, tenant_id, user_id, session_id, use_llm: bool | None = None,
                         first_turn=plan.first_turn, last_turn=plan.last_turn, text=text,
                         token_count=count_tokens(text), method=method)
             except IntegrityError:
-                anchor = SummaryAnchor.objects.get(session_id=session_id, first_seq=plan.first_seq)
+                anchor = SummaryAnchor.objects.for_tenant(tenant_id).get(session_id=session_id,
+                                                                         first_seq=plan.first_seq)
             made.append(anchor)
             try:
                 buffer_add_anchor(tenant_id=tenant_id, user_id=user_id, session_id=session_id, anchor=anchor)
@@ -252,4 +253,4 @@ def anchors_after_append(*, tenant_id, user_id, session_id, unanchored_turns: in
     if get_redis().set(flag, "1", nx=True, ex=300):
         from .tasks import anchor_fold_task
 
-        anchor_fold_task.delay(str(session_id))
+        anchor_fold_task.delay(str(tenant_id), str(session_id))

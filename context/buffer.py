@@ -21,6 +21,9 @@ from redis.commands.core import Script
 
 from infra.errors import NotFound, ValidationFailed
 from infra.redis_client import Keys, get_redis
+from memory.selectors import session_facts
+
+from .anchors import sentences
 
 log = logging.getLogger(__name__)
 
@@ -280,10 +283,10 @@ def _apply(ids: _Ids, op: str, payload: dict, *, return_doc: bool = False) -> Wr
 
 def _persist_working(ids: _Ids, result: WriteResult) -> None:
     """Keep the newest goal stack, ledger and notes on the Session row (versions only move forward)."""
-    from .models import Session
+    from sessions.models import Session
 
     w = result.working or {}
-    Session.objects.filter(pk=ids.session_id, working_version__lt=result.version).update(
+    Session.objects.for_tenant(ids.tenant_id).filter(pk=ids.session_id, working_version__lt=result.version).update(
         working_state=w, working_version=result.version, goal=(w.get("goal") or "")[:2000])
 
 
@@ -299,38 +302,36 @@ def message_entry(row: dict) -> dict:
             "at": created.isoformat() if hasattr(created, "isoformat") else created}
 
 
-def _message_rows(session_id: str, **filters) -> list[dict]:
-    from .models import Message
+def _message_rows(tenant_id: str, session_id: str, **filters) -> list[dict]:
+    from sessions.models import Message
 
     return [message_entry(r) for r in
-            Message.objects.filter(session_id=session_id, **filters).order_by("seq").values(*_MESSAGE_FIELDS)]
+            Message.objects.for_tenant(tenant_id).filter(session_id=session_id, **filters).order_by("seq")
+            .values(*_MESSAGE_FIELDS)]
 
 
 def buffer_build_from_db(*, tenant_id, user_id, session_id) -> dict:
     """The buffer document as the database alone gives it (the rebuild; also what the bridge reads)."""
-    from memory.models import MemoryRecord, MemoryStatus
-
-    from .models import Session, SummaryAnchor
+    from sessions.models import Session, SummaryAnchor
 
     ids = _ids(tenant_id, user_id, session_id)
-    row = (Session.objects.filter(pk=ids.session_id, tenant_id=ids.tenant_id, user_id=ids.user_id)
+    row = (Session.objects.for_tenant(ids.tenant_id).filter(pk=ids.session_id, user_id=ids.user_id)
            .values("message_seq", "goal", "working_state", "working_version").first())
     if row is None:
         raise NotFound("Session not found.")
-    anchors = list(SummaryAnchor.objects.filter(session_id=ids.session_id).order_by("-last_seq")
+    anchors = list(SummaryAnchor.objects.for_tenant(ids.tenant_id).filter(session_id=ids.session_id).order_by("-last_seq")
                    .values("first_seq", "last_seq", "first_turn", "last_turn", "text", "token_count", "method")
                    [: settings.CONTINUUM_BUFFER_MAX_ANCHORS])[::-1]
     anchored_seq = anchors[-1]["last_seq"] if anchors else 0
     base_turns = anchors[-1]["last_turn"] if anchors else 0
-    recent = _message_rows(ids.session_id, seq__gt=anchored_seq, seq__lte=row["message_seq"])
-    facts = list(MemoryRecord.objects.filter(tenant_id=ids.tenant_id, session_id=ids.session_id,
-                                             status=MemoryStatus.ACTIVE)
-                 .order_by("-created_at").values_list("id", "text")[: settings.CONTINUUM_BUFFER_MAX_FACTS])[::-1]
+    recent = _message_rows(ids.tenant_id, ids.session_id, seq__gt=anchored_seq, seq__lte=row["message_seq"])
+    facts = session_facts(tenant_id=ids.tenant_id, session_id=ids.session_id,
+                          limit=settings.CONTINUUM_BUFFER_MAX_FACTS)
     working = row["working_state"] if isinstance(row["working_state"], dict) else {}
     doc = _normalized({
         "session_id": ids.session_id, "v": row["working_version"], "goal": working.get("goal") or row["goal"] or "",
         "subgoals": working.get("subgoals"), "tools": working.get("tools"), "notes": working.get("notes"),
-        "facts": [{"id": str(i), "text": t} for i, t in facts],
+        "facts": facts,
         "anchors": [{"first_seq": a["first_seq"], "last_seq": a["last_seq"], "first_turn": a["first_turn"],
                      "last_turn": a["last_turn"], "text": a["text"], "tokens": a["token_count"],
                      "method": a["method"]} for a in anchors],
@@ -366,9 +367,9 @@ def _decoded(ids: _Ids, raw: bytes) -> dict | None:
 
 
 def _db_seq(ids: _Ids) -> int:
-    from .models import Session
+    from sessions.models import Session
 
-    seq = (Session.objects.filter(pk=ids.session_id, tenant_id=ids.tenant_id, user_id=ids.user_id)
+    seq = (Session.objects.for_tenant(ids.tenant_id).filter(pk=ids.session_id, user_id=ids.user_id)
            .values_list("message_seq", flat=True).first())
     if seq is None:
         raise NotFound("Session not found.")
@@ -390,7 +391,7 @@ def buffer_get(*, tenant_id, user_id, session_id, db_seq: int | None = None) -> 
         doc = _rebuild(ids)
     if int(doc.get("seq", 0)) < db_seq:
         # An append reached the database but not Redis (or the key was compacted): catch up.
-        rows = _message_rows(ids.session_id, seq__gt=int(doc.get("seq", 0)), seq__lte=db_seq)
+        rows = _message_rows(ids.tenant_id, ids.session_id, seq__gt=int(doc.get("seq", 0)), seq__lte=db_seq)
         doc = _apply(ids, "append", {"messages": rows}, return_doc=True).doc or doc
     return Buffer.from_doc(doc)
 
@@ -403,8 +404,6 @@ _GOAL_CUE = re.compile(r"\b(i want|i need|i'd like|i would like|looking for|tryi
 
 def _default_goal(rows: list[dict]) -> str:
     """The session's goal until someone sets one: the first user sentence that states what they want."""
-    from .anchors import sentences
-
     for m in rows:
         if m["role"] != "user":
             continue
@@ -428,10 +427,10 @@ def _subgoal_key(text: str) -> str:
 
 def buffer_append_messages(*, tenant_id, user_id, session_id, message_ids: list,
                            messages: list | None = None) -> WriteResult | None:
-    """Add committed messages to the buffer, then fold old turns and look for links when due.
+    """Add committed messages to the buffer (a missing or stale key is rebuilt from the database first).
 
-    Runs after the database commit: a Redis failure is logged and swallowed (the next read catches up).
     `messages`: the committed Message rows themselves, when the caller has them (saves reading them back).
+    Redis errors propagate: the caller decides whether a turn may go on without the buffer.
     """
     if not message_ids:
         return None
@@ -441,39 +440,10 @@ def buffer_append_messages(*, tenant_id, user_id, session_id, message_ids: list,
         rows = sorted((message_entry({f: getattr(m, f) for f in _MESSAGE_FIELDS}) for m in messages
                        if str(m.pk) in wanted and str(m.session_id) == ids.session_id), key=lambda m: m["seq"])
     else:
-        rows = _message_rows(ids.session_id, pk__in=list(wanted))
+        rows = _message_rows(ids.tenant_id, ids.session_id, pk__in=list(wanted))
     if not rows:
         return None
-    result = None
-    try:
-        result = _apply(ids, "append", {"messages": rows, "default_goal": _default_goal(rows)})
-    except redis.exceptions.RedisError:
-        log.warning("buffer append failed for session %s; the next read catches up from the database",
-                    ids.session_id, exc_info=True)
-    except NotFound:
-        return None
-    users = [m for m in rows if m["role"] == "user"]
-    if users and (result is None or result.turns <= len(users)):
-        _on_first_user_message(ids, users[0])
-    if result is not None:
-        from .anchors import anchors_after_append
-
-        try:
-            anchors_after_append(tenant_id=ids.tenant_id, user_id=ids.user_id, session_id=ids.session_id,
-                                 unanchored_turns=result.unanchored_turns,
-                                 unanchored_tokens=result.unanchored_tokens)
-        except Exception:  # folding is an optimisation of the context; the turn itself is safe in the database
-            log.exception("folding turns of session %s failed", ids.session_id)
-    return result
-
-
-def _on_first_user_message(ids: _Ids, message: dict) -> None:
-    from .links import links_create_for_first_message
-
-    try:
-        links_create_for_first_message(session_id=ids.session_id, text=message["content"])
-    except Exception:  # links enrich the first turn; they must never fail an append
-        log.exception("linking session %s on its first message failed", ids.session_id)
+    return _apply(ids, "append", {"messages": rows, "default_goal": _default_goal(rows)})
 
 
 def buffer_set_goal(*, tenant_id, user_id, session_id, goal: str) -> Buffer:

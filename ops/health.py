@@ -23,13 +23,13 @@ def _database():
 
 
 def _redis():
-    from .redis_client import get_redis
+    from infra.redis_client import get_redis
 
     get_redis().ping()
 
 
 def _qdrant():
-    from memory.vector_store import get_vector_store
+    from infra.vector_store import get_vector_store
 
     store = get_vector_store()
     return {"backend": store.backend_name, "points": store.health()}

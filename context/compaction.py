@@ -11,17 +11,17 @@ from infra import clock
 from infra.redis_client import Keys, get_redis
 from tenants.models import Tenant
 
-from .runs import JobResult
+from memory.lifecycle.runs import JobResult
+from sessions.models import Session
+
+from .buffer import buffer_compact
 
 log = logging.getLogger(__name__)
 
 
 def buffers_compact(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:
-    from sessions.buffer import buffer_compact
-    from sessions.models import Session
-
     idle_since = clock.now() - timedelta(minutes=settings.BUFFER_COMPACT_IDLE_MINUTES)
-    qs = (Session.objects.filter(tenant=tenant, state=Session.State.OPEN, last_activity_at__lte=idle_since)
+    qs = (Session.objects.for_tenant(tenant).filter(state=Session.State.OPEN, last_activity_at__lte=idle_since)
           .order_by("pk").values_list("pk", "user_id"))
     if cursor:
         qs = qs.filter(pk__gt=cursor)

@@ -10,10 +10,11 @@ from rest_framework.views import APIView
 from infra.errors import ValidationFailed
 from memory.apis.serializers import RetrievedMemoryOutput
 
-from .composer import context_compose
+from orchestration.context import turn_context
+from sessions.models import BridgeSummary
+from sessions.selectors import access_session
+
 from .links import link_list
-from .models import BridgeSummary
-from .selectors import access_session
 
 
 def _only_params(request, allowed: set[str]) -> None:
@@ -61,7 +62,7 @@ class SessionContextApi(APIView):
         data.is_valid(raise_exception=True)
         tenant = request.user.tenant
         session = access_session(tenant=tenant, session_id=session_id)
-        ctx = context_compose(tenant=tenant, session=session, new_input=data.validated_data["input"],
+        ctx = turn_context(tenant=tenant, session=session, new_input=data.validated_data["input"],
                               budget=data.validated_data["budget"])
         return Response(ContextOutput({
             "session_id": session.pk, "messages": ctx.messages, "breakdown": ctx.breakdown,
@@ -92,7 +93,7 @@ class SessionLinksApi(APIView):
         links = list(link_list(tenant=tenant, session=session))
         other = {str(link.to_session_id if link.from_session_id == session.pk else link.from_session_id)
                  for link in links}
-        bridges = {str(b.session_id): b for b in BridgeSummary.objects.filter(tenant=tenant, session_id__in=other)}
+        bridges = {str(b.session_id): b for b in BridgeSummary.objects.for_tenant(tenant).filter(session_id__in=other)}
         rows = []
         for link in links:
             out = link.from_session_id == session.pk

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from infra.errors import ServiceUnavailable, ValidationFailed
+from infra.errors import ValidationFailed
 from infra import tokens as tokenizer
 from infra.tokens import truncate_to_tokens
 
@@ -286,20 +286,7 @@ class Rendered:
     kept: list = field(default_factory=list)  # memories that made it in
 
 
-def _retrieve(*, tenant, session, query: str, goal: str, token_budget: int, rewrite: bool) -> tuple[list, str]:
-    from memory import retrieval
-
-    try:
-        found = retrieval.memory_retrieve(tenant=tenant, user=session.user, query=query, goal=goal,
-                                          k=settings.CONTINUUM_CONTEXT_MEMORY_K, token_budget=token_budget,
-                                          exclude_session_id=session.pk, rewrite=rewrite)
-        return list(found or []), "ok"
-    except ServiceUnavailable as exc:
-        log.warning("memory retrieval unavailable for session %s: %s", session.pk, exc)
-        return [], "unavailable"
-
-
-def _as_budget(budget) -> ContextBudget:
+def as_budget(budget) -> ContextBudget:
     if budget is None:
         return ContextBudget.default()
     if isinstance(budget, ContextBudget):
@@ -307,15 +294,17 @@ def _as_budget(budget) -> ContextBudget:
     return ContextBudget.default(int(budget))
 
 
-def context_compose(*, tenant, session, new_input: str, budget=None, tools: list[dict] | None = None,
-                    system_prompt: str | None = None, include_memories: bool = True,
-                    buffer: Buffer | None = None, rewrite_query: bool = True) -> TurnContext:
-    """The model's context for the session's next turn. Redis errors propagate (the API answers 503).
+def memory_query(new_input: str, buf: Buffer) -> str:
+    """What long-term memory is searched with for a turn: the new input, or the session's goal without one."""
+    return (new_input or "").strip() or buf.goal
 
-    rewrite_query=False skips the LLM query rewrite: a caller whose model can search memories itself (assistant
-    mode's recall tool) does not pay one more model round trip before every turn.
-    """
-    plan = _as_budget(budget)
+
+def context_compose(*, tenant, session, new_input: str, budget=None, tools: list[dict] | None = None,
+                    system_prompt: str | None = None, buffer: Buffer | None = None, memories: list | None = None,
+                    memory_status: str = "ok") -> TurnContext:
+    """The model's messages for the session's next turn from its buffer, its linked bridges and the memories
+    retrieved for it (orchestration.context finds those). Redis errors propagate (the API answers 503)."""
+    plan = as_budget(budget)
     new_input = new_input or ""
     tools = list(tools or [])
     tools_tokens = count_tokens(json.dumps(tools, separators=(",", ":"))) if tools else 0
@@ -335,12 +324,7 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
     first_turn = buf.turns - (1 if echoed else 0) <= 0
     bridges = links_bridges_for(tenant=tenant, session=session, first_message=new_input) if first_turn else []
 
-    memories, memory_status = [], "ok"
-    query = new_input.strip() or buf.goal
-    if include_memories and plan.caps.get("memories", 0) > 0 and query:
-        memories, memory_status = _retrieve(tenant=tenant, session=session, query=query, goal=buf.goal,
-                                            token_budget=min(plan.caps["memories"], plan.total),
-                                            rewrite=rewrite_query)
+    memories = list(memories or [])
     groups = _turn_groups(recent)
     prompt = settings.CONTINUUM_SYSTEM_PROMPT if system_prompt is None else system_prompt
 

@@ -2,7 +2,7 @@
 semantically close goal (similar_goal), and at one the user refers back to (referenced_context).
 
 same_user is made when the session opens; the other two need the first user message, so they are made when it
-is appended (the buffer calls links_create_for_first_message). Candidates are the user's closed sessions that
+is appended (orchestration.messages calls links_create_for_first_message). Candidates are the user's closed sessions that
 have a bridge; each bridge carries an embedding of its goal and text, written with it.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.db.models import Q, QuerySet
 from infra import clock
 from infra.embedder import get_embedder
 
-from .models import BridgeSummary, Session, SessionLink
+from sessions.models import BridgeSummary, Session, SessionLink
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,8 @@ def bridge_embedding_text(bridge: BridgeSummary) -> str:
 
 
 def _candidates(session: Session) -> list[BridgeSummary]:
-    return list(BridgeSummary.objects.filter(tenant_id=session.tenant_id, session__user_id=session.user_id,
-                                             session__state=Session.State.CLOSED)
+    return list(BridgeSummary.objects.for_tenant(session.tenant_id).filter(session__user_id=session.user_id,
+                                                                          session__state=Session.State.CLOSED)
                 .exclude(session_id=session.pk).select_related("session")
                 .order_by("-session__opened_at")[: settings.CONTINUUM_LINK_CANDIDATES])
 
@@ -97,7 +97,8 @@ def _vectors(bridges: list[BridgeSummary], *, save: bool) -> list[list[float]]:
         for b, v in zip(missing, vecs):
             b.goal_embedding = v
             if save:
-                BridgeSummary.objects.filter(pk=b.pk, goal_embedding__isnull=True).update(goal_embedding=v)
+                BridgeSummary.objects.for_tenant(b.tenant_id).filter(pk=b.pk, goal_embedding__isnull=True) \
+                    .update(goal_embedding=v)
     return [b.goal_embedding for b in bridges]
 
 
@@ -136,35 +137,38 @@ def links_suggest(*, session: Session, text: str, save_embeddings: bool = False)
 def _link(session: Session, to_session_id, kind: str, score: float) -> SessionLink:
     try:
         with transaction.atomic():
-            link, _ = SessionLink.objects.get_or_create(tenant_id=session.tenant_id, from_session=session,
+            link, _ = SessionLink.objects.for_tenant(session.tenant_id).get_or_create(
+                tenant_id=session.tenant_id, from_session=session,
                                                         to_session_id=to_session_id, kind=kind,
                                                         defaults={"score": score})
     except IntegrityError:  # a concurrent creator won the unique (from, to, kind)
-        link = SessionLink.objects.get(from_session=session, to_session_id=to_session_id, kind=kind)
+        link = SessionLink.objects.for_tenant(session.tenant_id).get(from_session=session,
+                                                                      to_session_id=to_session_id, kind=kind)
     return link
 
 
-def links_create_for_new_session(*, session_id) -> list[SessionLink]:
+def links_create_for_new_session(*, tenant_id, session_id) -> list[SessionLink]:
     """same_user: the user's previous session (called after the open commits)."""
-    session = Session.objects.filter(pk=session_id).first()
+    session = Session.objects.for_tenant(tenant_id).filter(pk=session_id).first()
     if session is None or session.previous_id is None:
         return []
     return [_link(session, session.previous_id, SessionLink.Kind.SAME_USER, 1.0)]
 
 
-def links_create_for_first_message(*, session_id, text: str) -> list[SessionLink]:
+def links_create_for_first_message(*, tenant_id, session_id, text: str) -> list[SessionLink]:
     """similar_goal and referenced_context, once per session: the first caller claims the check."""
-    claimed = Session.objects.filter(pk=session_id, links_checked_at__isnull=True).update(links_checked_at=clock.now())
+    sessions = Session.objects.for_tenant(tenant_id)
+    claimed = sessions.filter(pk=session_id, links_checked_at__isnull=True).update(links_checked_at=clock.now())
     if not claimed:
         return []
-    session = Session.objects.get(pk=session_id)
+    session = sessions.get(pk=session_id)
     return [_link(session, s.session_id, s.kind, s.score)
             for s in links_suggest(session=session, text=text, save_embeddings=True)]
 
 
 def link_list(*, tenant, session: Session) -> QuerySet[SessionLink]:
     """Links from and to a session, within the tenant."""
-    return (SessionLink.objects.filter(tenant=tenant).filter(Q(from_session=session) | Q(to_session=session))
+    return (SessionLink.objects.for_tenant(tenant).filter(Q(from_session=session) | Q(to_session=session))
             .select_related("from_session", "to_session").order_by("created_at", "id"))
 
 
@@ -175,7 +179,7 @@ def links_bridges_for(*, tenant, session: Session, first_message: str = "") -> l
     similar_goal and referenced_context links are worked out on the fly and not stored.
     """
     rows = [(link.kind, link.to_session_id, link.score) for link in
-            SessionLink.objects.filter(tenant=tenant, from_session=session)]
+            SessionLink.objects.for_tenant(tenant).filter(from_session=session)]
     if first_message and session.links_checked_at is None:
         try:
             rows += [(s.kind, s.session_id, s.score) for s in links_suggest(session=session, text=first_message)]
@@ -183,8 +187,8 @@ def links_bridges_for(*, tenant, session: Session, first_message: str = "") -> l
             log.exception("suggesting links for session %s failed", session.pk)
     if not rows:
         return []
-    bridges = {str(b.session_id): b for b in BridgeSummary.objects.filter(
-        tenant=tenant, session_id__in={str(r[1]) for r in rows}).select_related("session")}
+    bridges = {str(b.session_id): b for b in BridgeSummary.objects.for_tenant(tenant).filter(
+        session_id__in={str(r[1]) for r in rows}).select_related("session")}
     out, seen = [], set()
     for kind, sid, score in sorted(rows, key=lambda r: (_KIND_ORDER.get(r[0], 9), -r[2])):
         b = bridges.get(str(sid))

@@ -24,13 +24,14 @@ class ContinuumCollector:
 
         memories = GaugeMetricFamily("continuum_memories", "Memory records by tenant and status.",
                                      labels=["tenant", "status"])
-        for row in MemoryRecord.objects.values("tenant_id", "status").annotate(n=Count("pk")).order_by():
+        # Aggregates over every tenant: the operator's view.
+        for row in MemoryRecord.objects.unscoped().values("tenant_id", "status").annotate(n=Count("pk")).order_by():
             memories.add_metric([slugs.get(row["tenant_id"], str(row["tenant_id"])), row["status"]], row["n"])
         yield memories
 
         runs = CounterMetricFamily("continuum_job_runs", "Lifecycle job runs by job and outcome.",
                                    labels=["job", "status"])
-        for row in JobRun.objects.values("job", "status").annotate(n=Count("pk")).order_by():
+        for row in JobRun.objects.unscoped().values("job", "status").annotate(n=Count("pk")).order_by():
             runs.add_metric([row["job"], row["status"]], row["n"])
         yield runs
 
@@ -39,7 +40,7 @@ class ContinuumCollector:
                                         labels=["job"])
         last = GaugeMetricFamily("continuum_job_last_finished_timestamp_seconds",
                                  "When each job last finished a run.", labels=["job"])
-        finished = (JobRun.objects.filter(finished_at__isnull=False).values("job")
+        finished = (JobRun.objects.unscoped().filter(finished_at__isnull=False).values("job")
                     .annotate(n=Count("pk"), total=Sum(took), latest=Max("finished_at")).order_by())
         for row in finished:
             total = row["total"].total_seconds() if row["total"] is not None else 0.0
@@ -50,7 +51,7 @@ class ContinuumCollector:
 
         pending = GaugeMetricFamily("continuum_vector_outbox_pending", "Vector writes waiting for Qdrant.",
                                     labels=["op"])
-        for row in VectorOutbox.objects.filter(done_at__isnull=True).values("op").annotate(n=Count("pk")).order_by():
+        for row in VectorOutbox.objects.unscoped().filter(done_at__isnull=True).values("op").annotate(n=Count("pk")).order_by():
             pending.add_metric([row["op"]], row["n"])
         yield pending
 

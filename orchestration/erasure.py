@@ -15,9 +15,11 @@ from django.db import transaction
 
 from infra.errors import ServiceUnavailable
 from infra.redis_client import Keys, get_redis
+from infra.vector_store import Scope, get_vector_store
+from memory.actions import memories_erase_user
+from memory.models import VectorOutbox
+from sessions.models import Session
 from tenants.models import EndUser, Tenant
-
-from .models import MemoryEvent, MemoryRecord, VectorOutbox
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +38,10 @@ class ErasureReport:
 
 
 def _vector_scope(tenant_id, user_id):
-    from .vector_store import Scope
-
     return Scope(tenant_id=str(tenant_id), user_id=str(user_id))
 
 
 def _vectors_delete(tenant_id, user_id) -> None:
-    from .vector_store import get_vector_store
-
     try:
         get_vector_store().delete_scope(_vector_scope(tenant_id, user_id))
     except ServiceUnavailable:
@@ -70,22 +68,16 @@ def _redis_delete(tenant_id, user_id, session_ids: list[str]) -> int:
 
 def user_erase(*, tenant: Tenant, user: EndUser | None = None, user_id=None) -> ErasureReport:
     """Remove everything stored about one end user of this tenant, in every store."""
-    from sessions.models import Session
-
     uid = str(user.pk if user is not None else user_id)
     report = ErasureReport(user_id=uid)
-    session_ids = [str(s) for s in Session.objects.filter(tenant=tenant, user_id=uid).values_list("pk", flat=True)]
+    session_ids = [str(s) for s in Session.objects.for_tenant(tenant).filter(user_id=uid).values_list("pk", flat=True)]
     _vectors_delete(tenant.pk, uid)
     report.redis_keys = _redis_delete(tenant.pk, uid, session_ids)
     with transaction.atomic():
-        owner = EndUser.objects.select_for_update().filter(tenant=tenant, pk=uid).first()
-        memory_ids = list(MemoryRecord.objects.filter(tenant=tenant, user_id=uid).values_list("pk", flat=True))
-        report.memories = len(memory_ids)
+        owner = EndUser.objects.for_tenant(tenant).select_for_update().filter(pk=uid).first()
+        erased = memories_erase_user(tenant=tenant, user_id=uid)
+        report.memories, report.events = erased["memories"], erased["events"]
         report.sessions = len(session_ids)
-        # Tombstones of forgotten memories keep the user id but no longer point at a record.
-        report.events = MemoryEvent.objects.filter(tenant=tenant, user_id=uid).delete()[0]
-        report.events += MemoryEvent.objects.filter(tenant=tenant, memory_uuid__in=memory_ids).delete()[0]
-        VectorOutbox.objects.filter(tenant_id_value=tenant.pk, memory_uuid__in=memory_ids).delete()
         if owner is not None:
             owner.delete()  # cascades: sessions, messages, anchors, bridges, links, memories
     try:
@@ -101,10 +93,8 @@ def user_erase(*, tenant: Tenant, user: EndUser | None = None, user_id=None) -> 
 def tenant_erase(*, tenant: Tenant) -> dict:
     """Remove a tenant and everything it stored: each user through user_erase, then the tenant's remaining
     points and Redis keys, then the tenant row (keys, runs and history cascade)."""
-    from .vector_store import Scope, get_vector_store
-
     users = 0
-    for user in EndUser.objects.filter(tenant=tenant).iterator(chunk_size=200):
+    for user in EndUser.objects.for_tenant(tenant).iterator(chunk_size=200):
         user_erase(tenant=tenant, user=user)
         users += 1
     get_vector_store().delete_scope(Scope(tenant_id=str(tenant.pk)))
@@ -112,7 +102,7 @@ def tenant_erase(*, tenant: Tenant) -> dict:
     keys = list(r.scan_iter(match=Keys.tenant_pattern(tenant.pk), count=500))
     for i in range(0, len(keys), 500):
         r.delete(*keys[i:i + 500])
-    VectorOutbox.objects.filter(tenant_id_value=tenant.pk).delete()
+    VectorOutbox.objects.for_tenant(tenant.pk).delete()
     tenant_id = str(tenant.pk)
     Tenant.objects.filter(pk=tenant.pk).delete()
     log.info("erased tenant %s: %d users", tenant_id, users)

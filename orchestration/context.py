@@ -1,0 +1,49 @@
+"""The model's context for a session's next turn: the buffer and the linked bridges (context) with the user's
+long-term memories (memory), composed under one token budget. GET /context and every assistant turn come here."""
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+
+from context.buffer import buffer_get
+from context.composer import ContextBudget, TurnContext, as_budget, context_compose, memory_query
+from infra.errors import ServiceUnavailable
+from memory.retrieval import memory_retrieve
+from sessions.turn_reads import turns_around
+
+log = logging.getLogger(__name__)
+
+
+def memories_for_turn(*, tenant, session, query: str, goal: str, token_budget: int, rewrite: bool) -> tuple[list, str]:
+    """The user's memories for this turn, other sessions only, within the memory section's budget; with
+    "unavailable" instead of an error when the vector store or the embedder is down (the turn goes on)."""
+    try:
+        found = memory_retrieve(tenant=tenant, user=session.user, query=query, goal=goal,
+                                k=settings.CONTINUUM_CONTEXT_MEMORY_K, token_budget=token_budget,
+                                exclude_session_id=session.pk, rewrite=rewrite, neighbours=turns_around)
+        return list(found or []), "ok"
+    except ServiceUnavailable as exc:
+        log.warning("memory retrieval unavailable for session %s: %s", session.pk, exc)
+        return [], "unavailable"
+
+
+def turn_context(*, tenant, session, new_input: str, budget=None, tools: list[dict] | None = None,
+                 system_prompt: str | None = None, include_memories: bool = True,
+                 rewrite_query: bool = True) -> TurnContext:
+    """Compose the context for the session's next turn. Redis errors propagate (the API answers 503).
+
+    rewrite_query=False skips the LLM query rewrite: a caller whose model can search memories itself (assistant
+    mode's recall tool) does not pay one more model round trip before every turn.
+    """
+    plan: ContextBudget = as_budget(budget)
+    buf = buffer_get(tenant_id=tenant.pk, user_id=session.user_id, session_id=session.pk,
+                     db_seq=session.message_seq)
+    memories, status = [], "ok"
+    query = memory_query(new_input, buf)
+    cap = min(plan.caps.get("memories", 0), plan.total)
+    if include_memories and cap > 0 and query:
+        memories, status = memories_for_turn(tenant=tenant, session=session, query=query, goal=buf.goal,
+                                             token_budget=cap, rewrite=rewrite_query)
+    return context_compose(tenant=tenant, session=session, new_input=new_input, budget=plan, tools=tools,
+                           system_prompt=system_prompt, buffer=buf, memories=memories, memory_status=status)

@@ -1,0 +1,123 @@
+"""A message's fan-out, in one place: stored in the database → appended to the session's buffer → links and
+summary anchors when due → extraction enqueued after commit → the facts it finds pushed back into the buffer.
+
+The database row is the provenance anchor and the truth; every later step is repairable from it (a buffer that
+missed an append catches up on its next read, the bridge task extracts whatever was never extracted), so a
+failure after the commit is logged and never fails the request that stored the message.
+"""
+from __future__ import annotations
+
+import logging
+
+import redis
+from django.db import transaction
+
+from context.anchors import anchors_after_append
+from context.buffer import buffer_add_facts, buffer_append_messages
+from context.links import links_create_for_first_message
+from infra import clock
+from infra.errors import NotFound
+from memory.extraction.classify import EXTRACTED_ROLES
+from memory.extraction.pipeline import ExtractionResult, memory_extract
+from memory.models import MemoryKind, MemoryStatus
+from memory.sources import SourceMessage
+from sessions.models import Message, Session
+from sessions.services import NewMessage, messages_append
+
+log = logging.getLogger(__name__)
+
+
+def messages_record(*, tenant, session_id, items: list[NewMessage], extract: bool = True) -> list[Message]:
+    """Store messages (atomically), then fan them out once the transaction commits.
+
+    extract=False stores even user messages as already extracted (a turn's own tool results, which echo memories
+    back and would teach nothing new)."""
+    from .tasks import message_extract_task
+
+    with transaction.atomic():
+        rows = messages_append(tenant=tenant, session_id=session_id, items=items,
+                               pending_roles=EXTRACTED_ROLES if extract else ())
+        if rows:
+            tenant_id, user_id = str(tenant.pk), str(rows[0].session.user_id)
+            transaction.on_commit(lambda: _after_commit(tenant_id, user_id, str(rows[0].session_id), rows,
+                                                        enqueue=message_extract_task.delay))
+    return rows
+
+
+def _after_commit(tenant_id: str, user_id: str, session_id: str, rows: list[Message], *, enqueue) -> None:
+    result = None
+    try:
+        # The committed rows are handed over so the buffer need not read them back.
+        result = buffer_append_messages(tenant_id=tenant_id, user_id=user_id, session_id=session_id,
+                                        message_ids=[str(r.pk) for r in rows], messages=rows)
+    except redis.exceptions.RedisError:
+        log.warning("buffer append failed for session %s; the next read catches up from the database", session_id,
+                    exc_info=True)
+    except NotFound:  # the session was erased meanwhile
+        return
+    users = [r for r in rows if r.role == Message.Role.USER]
+    if users and (result is None or result.turns <= len(users)):
+        try:
+            links_create_for_first_message(tenant_id=tenant_id, session_id=session_id, text=users[0].content)
+        except Exception:  # links enrich the first turn; they must never fail an append
+            log.exception("linking session %s on its first message failed", session_id)
+    if result is not None:
+        try:
+            anchors_after_append(tenant_id=tenant_id, user_id=user_id, session_id=session_id,
+                                 unanchored_turns=result.unanchored_turns, unanchored_tokens=result.unanchored_tokens)
+        except Exception:  # folding is an optimisation of the context; the turn itself is safe in the database
+            log.exception("folding turns of session %s failed", session_id)
+    for row in rows:
+        if row.extracted_at is None:
+            enqueue(tenant_id, str(row.pk))
+
+
+def source_of(message: Message) -> SourceMessage:
+    """A stored message as memory sees it: provenance and words, nothing of the sessions app."""
+    session = message.session
+
+    def context_before() -> str:
+        return (Message.objects.for_tenant(message.tenant_id)
+                .filter(session_id=message.session_id, seq__lt=message.seq)
+                .order_by("-seq").values_list("content", flat=True).first()) or ""
+
+    return SourceMessage(id=str(message.pk), session_id=str(message.session_id), created_at=message.created_at,
+                         role=message.role, content=message.content,
+                         speaker=(session.user.display_name or "").strip() or "The user",
+                         context_before=context_before)
+
+
+def _claim(message: Message):
+    def claim() -> bool:
+        """Mark the message extracted in the caller's transaction; False when another run already did."""
+        return bool(Message.objects.for_tenant(message.tenant_id)
+                    .filter(pk=message.pk, extracted_at__isnull=True).update(extracted_at=clock.now()))
+    return claim
+
+
+def message_extract(*, tenant_id, message_id, allow_llm_failure: bool = False) -> ExtractionResult:
+    """Extract one stored message's memories, then push the durable facts into its open session's buffer."""
+    message = (Message.objects.for_tenant(tenant_id).select_related("session__user", "tenant")
+               .filter(pk=message_id).first())
+    if message is None:
+        return ExtractionResult(str(message_id), "missing")
+    if message.extracted_at is not None:
+        return ExtractionResult(str(message_id), "already_done")
+    result = memory_extract(tenant=message.tenant, user=message.session.user, source=source_of(message),
+                            claim=_claim(message), allow_llm_failure=allow_llm_failure)
+    facts = [{"id": str(r.pk), "text": r.text} for r in result.records
+             if r.kind != MemoryKind.EVENT and r.status == MemoryStatus.ACTIVE]
+    if facts and message.session.state == Session.State.OPEN:
+        try:
+            buffer_add_facts(tenant_id=message.tenant_id, user_id=message.session.user_id,
+                             session_id=message.session_id, facts=facts)
+        except redis.exceptions.RedisError:  # the buffer is disposable: its rebuild reads these rows
+            log.warning("could not push facts of message %s to the session buffer", message.pk)
+    return result
+
+
+def messages_pending_extraction(*, tenant_id, session_id, limit: int) -> list[str]:
+    """Ids of a session's messages still waiting for extraction, oldest first."""
+    return [str(m) for m in Message.objects.for_tenant(tenant_id)
+            .filter(session_id=session_id, extracted_at__isnull=True).exclude(role=Message.Role.SYSTEM)
+            .order_by("seq").values_list("id", flat=True)[:limit]]

@@ -1,0 +1,89 @@
+"""A session's life across the stores: opening links it to the user's previous session; closing (by the API, the
+tenant's open policy or the idle timeout) enqueues the task that writes its bridge and finishes its work."""
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from context.links import links_create_for_new_session
+from infra import clock
+from sessions.models import Session
+from sessions.services import SessionOpened, session_close, session_close_row, session_open
+from tenants.models import EndUser, Tenant
+
+log = logging.getLogger(__name__)
+
+
+def _finish_after_commit(session: Session) -> None:
+    from .tasks import session_finish_task
+
+    tenant_id, session_id = str(session.tenant_id), str(session.pk)
+    transaction.on_commit(lambda: session_finish_task.delay(tenant_id, session_id))
+
+
+def _link_after_commit(session: Session) -> None:
+    tenant_id, session_id = str(session.tenant_id), str(session.pk)
+
+    def link():
+        try:
+            links_create_for_new_session(tenant_id=tenant_id, session_id=session_id)
+        except Exception:  # links are an enhancement; a failure must not fail the open
+            log.exception("linking session %s failed", session_id)
+
+    transaction.on_commit(link)
+
+
+def session_start(*, tenant: Tenant, user: EndUser, title: str = "", external_id: str | None = None,
+                  opened_at: datetime | None = None) -> tuple[Session, bool]:
+    """Open a session (or return the open one, by the tenant's policy). Returns (session, created)."""
+    with transaction.atomic():
+        opened: SessionOpened = session_open(tenant=tenant, user=user, title=title, external_id=external_id,
+                                             opened_at=opened_at)
+        for closed in opened.closed:
+            _finish_after_commit(closed)
+        if opened.created:
+            _link_after_commit(opened.session)
+    return opened.session, opened.created
+
+
+def session_end(*, tenant: Tenant, session_id, reason: str = "api", closed_at: datetime | None = None) -> Session:
+    """Close a session (idempotent); the first close enqueues its bridge."""
+    with transaction.atomic():
+        session, won = session_close(tenant=tenant, session_id=session_id, reason=reason, closed_at=closed_at)
+        if won:
+            _finish_after_commit(session)
+    return session
+
+
+def sessions_close_idle(*, now: datetime | None = None, limit: int | None = None) -> dict:
+    """Close up to `limit` sessions idle past their tenant's timeout. Returns {"closed": n, "more": bool}.
+
+    Each close re-checks the session under its row lock (the same lock an append takes), so a message that
+    arrives meanwhile keeps the session open; a session already closed is skipped. Safe to run twice.
+    """
+    now = now or clock.now()
+    limit = settings.CONTINUUM_IDLE_CLOSE_BATCH if limit is None else limit
+    closed = 0
+    tenants = (Tenant.objects.filter(sessions__state=Session.State.OPEN).distinct()
+               .values_list("id", "idle_timeout_minutes"))
+    for tenant_id, minutes in tenants:
+        if closed >= limit:
+            return {"closed": closed, "more": True}
+        cutoff = now - timedelta(minutes=minutes)
+        scoped = Session.objects.for_tenant(tenant_id)
+        ids = list(scoped.filter(state=Session.State.OPEN, last_activity_at__lt=cutoff)
+                   .order_by("last_activity_at").values_list("id", flat=True)[: limit - closed + 1])
+        for sid in ids:
+            if closed >= limit:
+                return {"closed": closed, "more": True}
+            with transaction.atomic():
+                session = (scoped.select_for_update().select_related("tenant")
+                           .filter(pk=sid, state=Session.State.OPEN, last_activity_at__lt=cutoff).first())
+                if session is not None and session_close_row(tenant=session.tenant, session=session, reason="idle",
+                                                             closed_at=now):
+                    closed += 1
+                    _finish_after_commit(session)
+    return {"closed": closed, "more": False}

@@ -1,0 +1,77 @@
+"""Celery tasks that cross the packages: a message's extraction and a closed session's finish. Ids in (the tenant
+first, so every read is scoped), one service call, retries here and only for outages."""
+from __future__ import annotations
+
+import logging
+
+import redis
+from celery import shared_task
+
+from context.bridge import bridge_write
+from context.buffer import buffer_delete
+from infra.task_retry import RETRY_ON, retry_outages
+from sessions.models import Session
+
+from .messages import message_extract, messages_pending_extraction
+from .sessions import sessions_close_idle
+
+log = logging.getLogger(__name__)
+
+EXTRACT_MAX_RETRIES = 5
+_MAX_EXTRACTION_ENQUEUE = 1000
+
+
+@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
+             retry_jitter=True, max_retries=EXTRACT_MAX_RETRIES)
+@retry_outages
+def message_extract_task(self, tenant_id: str, message_id: str) -> int:
+    """Extract one message's memories; returns how many memories it wrote or reinforced."""
+    # On the last attempt an unreachable LLM no longer blocks the message: the rules still run.
+    result = message_extract(tenant_id=tenant_id, message_id=message_id,
+                             allow_llm_failure=self.request.retries >= EXTRACT_MAX_RETRIES)
+    if result.status == "missing":
+        log.info("message_extract_task: message %s is gone", message_id)
+    elif result.status == "busy":
+        # Another worker holds the message; it records completion. Nothing to retry.
+        log.info("message_extract_task: message %s is being extracted elsewhere", message_id)
+    return len(result.memory_ids)
+
+
+def session_finish(*, tenant_id, session_id) -> str | None:
+    """A closed session's work, each step idempotent: its bridge (exactly one), extraction of whatever was never
+    extracted, and its Redis buffer dropped. Returns the bridge's id, None when there is nothing to do."""
+    session = Session.objects.for_tenant(tenant_id).filter(pk=session_id).select_related("tenant").first()
+    if session is None:
+        log.info("finishing session %s skipped: the session is gone", session_id)
+        return None
+    if session.state != Session.State.CLOSED:
+        log.info("finishing session %s skipped: still open", session_id)
+        return None
+    bridge = bridge_write(session=session)
+    for mid in messages_pending_extraction(tenant_id=tenant_id, session_id=session_id,
+                                           limit=_MAX_EXTRACTION_ENQUEUE):
+        message_extract_task.delay(str(tenant_id), mid)  # idempotent per message
+    try:
+        buffer_delete(tenant_id=session.tenant_id, user_id=session.user_id, session_id=session.pk)
+    except redis.exceptions.RedisError:
+        log.warning("could not drop the buffer of closed session %s; its TTL removes it", session.pk)
+    return str(bridge.pk)
+
+
+@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
+             retry_jitter=True, max_retries=5)
+@retry_outages
+def session_finish_task(self, tenant_id: str, session_id: str) -> str | None:
+    """Write the closed session's bridge (exactly one, however often this runs) and finish the session."""
+    return session_finish(tenant_id=tenant_id, session_id=session_id)
+
+
+@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=120,
+             retry_jitter=True, max_retries=3)
+@retry_outages
+def sessions_close_idle_task(self) -> int:
+    """Close sessions idle past their tenant's timeout (bounded per run; re-enqueues itself when more remain)."""
+    result = sessions_close_idle()
+    if result["more"]:
+        sessions_close_idle_task.apply_async(countdown=1)
+    return result["closed"]

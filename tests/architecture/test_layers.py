@@ -1,0 +1,118 @@
+"""The import direction of the code base (DESIGN.md, "Layers"): every import, module-level or inside a function,
+points down the layers, and memory and the sessions app never import each other.
+
+    surfaces (config, ops, and every apis/urls/admin/management-command module)   may import anything below
+    assistant        assistant mode: the ReAct loop, its tools, the OpenAI protocol
+    orchestration    a message's and a turn's fan-out across the packages
+    context          buffer, anchors, bridges, links, composer
+    memory | sessions   siblings: neither imports the other
+    tenants          tenancy: tenants, keys, end users, scoped managers
+    infra            core adapters: errors, clock, tokens, Redis, LLM client, embedder, vector store
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LAYERS = {"assistant": 1, "orchestration": 2, "context": 3, "memory": 4, "sessions": 4, "tenants": 5, "infra": 6}
+SURFACE_PACKAGES = {"config", "ops"}
+# API views, URL confs, admin registrations and management commands are the API layer wherever they live.
+SURFACE_MODULE = re.compile(r"(^|\.)(apis|urls|urls_\w+|admin|openai_views|openai_urls)(\.|$)|\.management\.commands\.")
+SIBLINGS = {("memory", "sessions"), ("sessions", "memory")}
+PACKAGES = set(LAYERS) | SURFACE_PACKAGES
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> list[tuple[str, int]]:
+    """(imported module, line) for every import in the file, relative ones resolved."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.append((target, node.lineno))
+    return found
+
+
+def violation(importer: str, imported: str) -> str | None:
+    """Why `importer` may not import `imported`, or None when the import points the right way."""
+    src, dst = importer.split(".")[0], imported.split(".")[0]
+    if dst not in PACKAGES or src == dst:
+        return None
+    if (src, dst) in SIBLINGS:
+        return f"{src} and {dst} never import each other (what crosses them lives in orchestration)"
+    if src in SURFACE_PACKAGES or SURFACE_MODULE.search(importer):
+        return None
+    if dst in SURFACE_PACKAGES:
+        return f"{dst} is a surface; only surfaces import it"
+    if src not in LAYERS:
+        return None
+    if LAYERS[dst] <= LAYERS[src]:
+        return f"{src} (layer {LAYERS[src]}) may not import {dst} (layer {LAYERS[dst]}): dependencies point down"
+    return None
+
+
+def project_files():
+    for package in sorted(PACKAGES):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" not in path.parts:
+                yield path
+
+
+def test_every_import_points_down_the_layers():
+    problems = []
+    for path in project_files():
+        importer = module_name(path)
+        for imported, line in imports_of(path):
+            why = violation(importer, imported)
+            if why:
+                problems.append(f"{path.relative_to(ROOT)}:{line} imports {imported}: {why}")
+    assert not problems, "imports against the layers:\n" + "\n".join(problems)
+
+
+def test_the_scan_sees_every_package_and_function_level_imports():
+    files = list(project_files())
+    assert {module_name(p).split(".")[0] for p in files} == PACKAGES
+    inner = [i for p in files for i in imports_of(p) if i[0] == "orchestration.tasks"]
+    assert inner, "function-level imports are part of the graph (orchestration.messages imports its tasks lazily)"
+
+
+@pytest.mark.parametrize("importer, imported", [
+    ("memory.retrieval", "sessions.models"),  # the siblings
+    ("sessions.services", "memory.extraction.classify"),
+    ("sessions.admin", "memory.models"),  # even from a surface module of the two
+    ("memory.extraction.pipeline", "context.buffer"),  # upwards
+    ("context.composer", "orchestration.context"),
+    ("tenants.services", "orchestration.erasure"),
+    ("infra.health", "memory.models"),
+    ("infra.checks", "config.celery"),
+    ("orchestration.messages", "assistant.turns"),
+])
+def test_an_import_against_the_direction_is_refused(importer, imported):
+    assert violation(importer, imported)
+
+
+@pytest.mark.parametrize("importer, imported", [
+    ("orchestration.messages", "context.buffer"), ("context.buffer", "memory.selectors"),
+    ("context.links", "sessions.models"), ("memory.actions", "tenants.selectors"), ("tenants.scoping", "django.db"),
+    ("sessions.apis", "orchestration.messages"), ("tenants.admin", "memory.models"), ("config.urls", "ops.health"),
+])
+def test_an_import_along_the_direction_is_allowed(importer, imported):
+    assert violation(importer, imported) is None
