@@ -145,10 +145,10 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     quota_charge_tokens(tenant=tenant, tokens=spent - ctx.total_tokens, enforce=False)
 
     names = {c.id: c.name for c in loop.tool_calls}
-    # The loop's messages are the assistant's and the tools': stored as extracted, nothing of them is learnt about
-    # the user (tool results echo stored memories back).
+    # The loop's messages are the assistant's and the tools': extraction never reads those roles (tool results echo
+    # stored memories back), so nothing is queued for them, the final answer included.
     rows = messages_record(tenant=tenant, session_id=session.pk,
-                           items=[_as_new_message(m, names) for m in loop.messages], extract=False)
+                           items=[_as_new_message(m, names) for m in loop.messages])
     recorded += rows
     answer = rows[-1]
     _ledger(tools_ctx, loop)

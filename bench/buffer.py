@@ -118,7 +118,9 @@ def main(argv=None) -> dict:
     from sessions import composer as composer_mod
     from context.composer import context_compose
     from sessions.models import Message, Session
-    from sessions.services import NewMessage, messages_append, session_open
+    from sessions.services import NewMessage
+    from orchestration.sessions import session_start
+    from orchestration.messages import messages_record
     from tenants.services import end_user_create, tenant_create
 
     rnd = random.Random(args.seed)
@@ -140,12 +142,12 @@ def main(argv=None) -> dict:
 
     def build(turns: int) -> Session:
         user = end_user_create(tenant=tenant, external_id=f"u-{uuid.uuid4().hex[:10]}")
-        session, _ = session_open(tenant=tenant, user=user)
+        session, _ = session_start(tenant=tenant, user=user)
         for t in range(1, turns + 1):
             turn_of[str(session.pk)] = t
-            messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+            messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
                             items=[NewMessage(role="user", content=_fill(rnd.choice(USER), rnd))])
-            messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+            messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
                             items=[NewMessage(role="assistant", content=_fill(rnd.choice(ASSISTANT), rnd))])
         session.refresh_from_db()
         return session
@@ -226,7 +228,7 @@ def main(argv=None) -> dict:
         # Context size at 200 turns against the full transcript.
         session = build(TOKEN_TURNS)
         transcript = [{"role": m.role, "content": m.content}
-                      for m in Message.objects.filter(session=session).order_by("seq")]
+                      for m in Message.objects.unscoped().filter(session=session).order_by("seq")]
         ctx = context_compose(tenant=tenant, session=session, new_input=_fill(USER[1], rnd), include_memories=False)
         full = count_message_tokens(transcript)
         results["tokens_at_200_turns"] = {

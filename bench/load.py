@@ -389,7 +389,7 @@ def extraction_lag(tenant_id: str, timeout: float) -> dict:
     """Wait for the worker to extract every user message of the run; lag = extracted_at - created_at."""
     from sessions.models import Message
 
-    qs = Message.objects.filter(tenant_id=tenant_id, role="user")
+    qs = Message.objects.unscoped().filter(tenant_id=tenant_id, role="user")
     t0 = time.time()
     while qs.filter(extracted_at__isnull=True).exists() and time.time() - t0 < timeout:
         time.sleep(1)

@@ -134,7 +134,9 @@ def turn_content(turn: dict) -> str:
 def import_sample(sample: dict, tenant) -> dict:
     """One conversation through the service: users, sessions with dataset dates, messages, close, extraction."""
     from memory.extraction.pipeline import session_extract_pending
-    from sessions.services import NewMessage, messages_append, session_close, session_open
+    from sessions.services import NewMessage
+    from orchestration.sessions import session_end, session_start
+    from orchestration.messages import messages_record
     from tenants.services import end_user_create
 
     conv = sample["conversation"]
@@ -143,14 +145,14 @@ def import_sample(sample: dict, tenant) -> dict:
              for name in speakers}
     for number, started, turns in sessions_of(conv):
         for name, user in users.items():
-            session, _ = session_open(tenant=tenant, user=user, external_id=f"{sample['sample_id']}:{number}",
+            session, _ = session_start(tenant=tenant, user=user, external_id=f"{sample['sample_id']}:{number}",
                                       opened_at=started)
             items = [NewMessage(role="user" if t["speaker"] == name else "assistant",
                                 name="" if t["speaker"] == name else t["speaker"], content=turn_content(t),
                                 external_id=t["dia_id"], created_at=started + timedelta(seconds=30 * i))
                      for i, t in enumerate(turns)]
-            messages_append(tenant=tenant, session_id=session.pk, items=items)  # extraction enqueued (eager)
-            session_close(tenant=tenant, session_id=session.pk, reason="import",
+            messages_record(tenant=tenant, session_id=session.pk, items=items)  # extraction enqueued (eager)
+            session_end(tenant=tenant, session_id=session.pk, reason="import",
                           closed_at=started + timedelta(seconds=30 * len(turns)))
             session_extract_pending(session_id=session.pk)  # anything the eager queue left behind
     return users
@@ -166,7 +168,7 @@ def _reused_import(marker: Path, data: list[dict], Tenant, EndUser):
     tenant = Tenant.objects.filter(pk=saved["tenant_id"]).first()
     if tenant is None:
         raise SystemExit(f"{marker} names a tenant this database lacks; give the same --database-url")
-    found = {str(u.pk): u for u in EndUser.objects.filter(tenant=tenant)}
+    found = {str(u.pk): u for u in EndUser.objects.unscoped().filter(tenant=tenant)}
     users = {sid: {name: found[uid] for name, uid in names.items()} for sid, names in saved["users"].items()}
     return tenant, users, saved.get("import_seconds", 0.0)
 
@@ -233,7 +235,7 @@ def main(argv=None) -> dict:
         users_by_sample = {}
         for sample in data:
             users_by_sample[sample["sample_id"]] = import_sample(sample, tenant)
-            print(f"imported {sample['sample_id']}: {MemoryRecord.objects.filter(tenant=tenant).count()} memories "
+            print(f"imported {sample['sample_id']}: {MemoryRecord.objects.unscoped().filter(tenant=tenant).count()} memories "
                   f"so far", flush=True)
         import_seconds = time.perf_counter() - t0
         if args.reuse_dir:
@@ -249,13 +251,13 @@ def main(argv=None) -> dict:
         # Planner statistics, as autovacuum would have them on a live database (some servers run without it):
         # without them PostgreSQL guesses one row per filter and picks poor plans for the retrieval queries.
         cursor.execute("ANALYZE")
-    dia_of = {str(mid): ext for mid, ext in Message.objects.filter(tenant=tenant).values_list("pk", "external_id")}
+    dia_of = {str(mid): ext for mid, ext in Message.objects.unscoped().filter(tenant=tenant).values_list("pk", "external_id")}
     baseline_lines = {s["sample_id"]: [f"{t['speaker']}: {t['text']}" for _, _, ts in sessions_of(s["conversation"])
                                        for t in ts] for s in data}
     embedder.embed([line for lines in baseline_lines.values() for line in lines])  # the baseline's index
     embedder.caching = False
-    with_provenance = MemoryRecord.objects.filter(tenant=tenant, source_message__isnull=False).count()
-    total_memories = MemoryRecord.objects.filter(tenant=tenant).count()
+    with_provenance = MemoryRecord.objects.unscoped().filter(tenant=tenant, source_message__isnull=False).count()
+    total_memories = MemoryRecord.objects.unscoped().filter(tenant=tenant).count()
 
     ours = {"recall_at": {k: [] for k in KS}, "recall_within": {b: [] for b in BUDGETS},
             "tokens": {b: [] for b in BUDGETS}, "latency_ms": [], "latency_ms_topk": [], "latency_ms_turn": [],

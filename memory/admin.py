@@ -10,7 +10,8 @@ from django.utils.html import format_html
 
 from infra import clock
 from infra.errors import AppError
-from tenants.admin import ScopedTenantFilter, TenantScopedAdminMixin, admin_link, staff_actor
+from tenants.admin import (ParentScopedInlineMixin, ScopedTenantFilter, TenantScopedAdminMixin, admin_link,
+                           staff_actor)
 
 from . import actions as memory_actions
 from .models import JobRun, MemoryEvent, MemoryRecord, MemoryStatus, VectorOutbox
@@ -60,7 +61,7 @@ class MemoryRecordForm(forms.ModelForm):
             raise forms.ValidationError(exc.message)
 
 
-class MemoryEventInline(admin.TabularInline):
+class MemoryEventInline(ParentScopedInlineMixin, admin.TabularInline):
     model = MemoryEvent
     fk_name = "memory"
     verbose_name_plural = "history"

@@ -9,7 +9,7 @@ from django.conf import settings
 from context.buffer import buffer_get
 from context.composer import ContextBudget, TurnContext, as_budget, context_compose, memory_query
 from infra.errors import ServiceUnavailable
-from memory.retrieval import memory_retrieve
+from memory import retrieval
 from sessions.turn_reads import turns_around
 
 log = logging.getLogger(__name__)
@@ -19,7 +19,7 @@ def memories_for_turn(*, tenant, session, query: str, goal: str, token_budget: i
     """The user's memories for this turn, other sessions only, within the memory section's budget; with
     "unavailable" instead of an error when the vector store or the embedder is down (the turn goes on)."""
     try:
-        found = memory_retrieve(tenant=tenant, user=session.user, query=query, goal=goal,
+        found = retrieval.memory_retrieve(tenant=tenant, user=session.user, query=query, goal=goal,
                                 k=settings.CONTINUUM_CONTEXT_MEMORY_K, token_budget=token_budget,
                                 exclude_session_id=session.pk, rewrite=rewrite, neighbours=turns_around)
         return list(found or []), "ok"

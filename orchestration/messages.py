@@ -27,20 +27,21 @@ from sessions.services import NewMessage, messages_append
 log = logging.getLogger(__name__)
 
 
-def messages_record(*, tenant, session_id, items: list[NewMessage], extract: bool = True) -> list[Message]:
+def messages_record(*, tenant, session_id, items: list[NewMessage],
+                    enqueue_extraction: bool = True) -> list[Message]:
     """Store messages (atomically), then fan them out once the transaction commits.
 
-    extract=False stores even user messages as already extracted (a turn's own tool results, which echo memories
-    back and would teach nothing new)."""
+    Messages of the roles extraction reads wait for it; enqueue_extraction=False leaves them waiting for a caller
+    that extracts them itself (an import that runs extraction in its own order)."""
     from .tasks import message_extract_task
 
     with transaction.atomic():
-        rows = messages_append(tenant=tenant, session_id=session_id, items=items,
-                               pending_roles=EXTRACTED_ROLES if extract else ())
+        rows = messages_append(tenant=tenant, session_id=session_id, items=items, pending_roles=EXTRACTED_ROLES)
         if rows:
             tenant_id, user_id = str(tenant.pk), str(rows[0].session.user_id)
+            enqueue = message_extract_task.delay if enqueue_extraction else None
             transaction.on_commit(lambda: _after_commit(tenant_id, user_id, str(rows[0].session_id), rows,
-                                                        enqueue=message_extract_task.delay))
+                                                        enqueue=enqueue))
     return rows
 
 
@@ -67,7 +68,7 @@ def _after_commit(tenant_id: str, user_id: str, session_id: str, rows: list[Mess
                                  unanchored_turns=result.unanchored_turns, unanchored_tokens=result.unanchored_tokens)
         except Exception:  # folding is an optimisation of the context; the turn itself is safe in the database
             log.exception("folding turns of session %s failed", session_id)
-    for row in rows:
+    for row in rows if enqueue is not None else ():
         if row.extracted_at is None:
             enqueue(tenant_id, str(row.pk))
 

@@ -37,9 +37,9 @@ def message_extract_task(self, tenant_id: str, message_id: str) -> int:
     return len(result.memory_ids)
 
 
-def session_finish(*, tenant_id, session_id) -> str | None:
+def session_finish(*, tenant_id, session_id):
     """A closed session's work, each step idempotent: its bridge (exactly one), extraction of whatever was never
-    extracted, and its Redis buffer dropped. Returns the bridge's id, None when there is nothing to do."""
+    extracted, and its Redis buffer dropped. Returns the bridge, None when there is nothing to do."""
     session = Session.objects.for_tenant(tenant_id).filter(pk=session_id).select_related("tenant").first()
     if session is None:
         log.info("finishing session %s skipped: the session is gone", session_id)
@@ -55,7 +55,7 @@ def session_finish(*, tenant_id, session_id) -> str | None:
         buffer_delete(tenant_id=session.tenant_id, user_id=session.user_id, session_id=session.pk)
     except redis.exceptions.RedisError:
         log.warning("could not drop the buffer of closed session %s; its TTL removes it", session.pk)
-    return str(bridge.pk)
+    return bridge
 
 
 @shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
@@ -63,7 +63,8 @@ def session_finish(*, tenant_id, session_id) -> str | None:
 @retry_outages
 def session_finish_task(self, tenant_id: str, session_id: str) -> str | None:
     """Write the closed session's bridge (exactly one, however often this runs) and finish the session."""
-    return session_finish(tenant_id=tenant_id, session_id=session_id)
+    bridge = session_finish(tenant_id=tenant_id, session_id=session_id)
+    return str(bridge.pk) if bridge is not None else None
 
 
 @shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=120,

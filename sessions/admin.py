@@ -4,7 +4,8 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 
-from tenants.admin import ScopedTenantFilter, TenantScopedAdminMixin, admin_link, changelist_link
+from tenants.admin import (ParentScopedInlineMixin, ScopedTenantFilter, TenantScopedAdminMixin, admin_link,
+                           changelist_link)
 
 from .models import Message, Session, SessionLink, SummaryAnchor
 
@@ -12,7 +13,7 @@ from .models import Message, Session, SessionLink, SummaryAnchor
 TRANSCRIPT_LIMIT = 500
 
 
-class ReadOnlyInline(admin.TabularInline):
+class ReadOnlyInline(ParentScopedInlineMixin, admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = False

@@ -88,6 +88,14 @@ class TenantScopedAdminMixin:
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
+class ParentScopedInlineMixin:
+    """An inline's rows are those of its parent object, which the parent's admin already scoped to the user's
+    tenants: the inline reads them across tenants' managers and the formset narrows them to that parent."""
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).unscoped()
+
+
 class ScopedTenantFilter(admin.SimpleListFilter):
     """A tenant filter that lists only the tenants the user may see (the stock one would list them all)."""
 
@@ -142,7 +150,7 @@ def staff_actor(request) -> str:
     return request.user.get_username()
 
 
-class TenantApiKeyInline(admin.TabularInline):
+class TenantApiKeyInline(ParentScopedInlineMixin, admin.TabularInline):
     model = TenantApiKey
     fields = ("prefix", "name", "created", "expiry_date", "revoked")
     readonly_fields = fields

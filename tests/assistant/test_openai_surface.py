@@ -55,12 +55,12 @@ def client_for(base_url: str, tenant, **kwargs) -> openai.OpenAI:
 
 
 def session_messages(session_id) -> list[tuple[str, str]]:
-    return [(m.role, m.content) for m in Message.objects.filter(session_id=session_id).order_by("seq")
+    return [(m.role, m.content) for m in Message.objects.unscoped().filter(session_id=session_id).order_by("seq")
             if m.role in ("user", "assistant") and not m.tool_calls]
 
 
 def open_session_id(tenant, external_id: str):
-    return Session.objects.get(tenant=tenant, user__external_id=external_id, state="open").id
+    return Session.objects.unscoped().get(tenant=tenant, user__external_id=external_id, state="open").id
 
 
 # --- the official client against the live server -------------------------------------------------------------------
@@ -77,7 +77,7 @@ def test_non_streaming_completion_with_the_openai_client(server, llm, alice):
     assert completion.choices[0].message.content == "Hi Ada! Where are you flying?"
     assert completion.choices[0].finish_reason == "stop"
     assert completion.usage.total_tokens == completion.usage.prompt_tokens + completion.usage.completion_tokens > 0
-    user = EndUser.objects.get(tenant=alice, external_id="ada-1")  # created on first use
+    user = EndUser.objects.unscoped().get(tenant=alice, external_id="ada-1")  # created on first use
     session_id = raw.headers["X-Session-Id"]
     assert str(open_session_id(alice, "ada-1")) == session_id
     assert session_messages(session_id) == [("user", "Hello there"), ("assistant", "Hi Ada! Where are you flying?")]
@@ -138,17 +138,17 @@ def test_client_disconnect_stops_generation(server, llm, alice):
     session_id = None
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        session_id = Session.objects.filter(tenant=alice, user__external_id="ada-4").values_list("id", flat=True).first()
-        if session_id and Message.objects.filter(session_id=session_id, role="assistant").exists():
+        session_id = Session.objects.unscoped().filter(tenant=alice, user__external_id="ada-4").values_list("id", flat=True).first()
+        if session_id and Message.objects.unscoped().filter(session_id=session_id, role="assistant").exists():
             break
         time.sleep(0.1)
-    recorded = Message.objects.get(session_id=session_id, role="assistant").content
+    recorded = Message.objects.unscoped().get(session_id=session_id, role="assistant").content
     assert recorded and len(recorded) < len(text)
     assert llm.chunks_sent < 8  # 8 chunks make the whole answer; generation stopped part-way
 
 
 def test_session_resolution_reuses_the_open_session_then_bridges_to_a_new_one(server, llm, alice):
-    from sessions.services import session_close
+    from orchestration.sessions import session_end
 
     llm.then = answer("ok")
     client = client_for(server, alice)
@@ -160,10 +160,10 @@ def test_session_resolution_reuses_the_open_session_then_bridges_to_a_new_one(se
     first = ask("one").headers["X-Session-Id"]
     assert ask("two").headers["X-Session-Id"] == first
     assert ask("three", **{"X-Session-Id": first}).headers["X-Session-Id"] == first
-    session_close(tenant=alice, session_id=first)
+    session_end(tenant=alice, session_id=first)
     fresh = ask("four").headers["X-Session-Id"]
     assert fresh != first
-    assert str(Session.objects.get(pk=fresh).previous_id) == first
+    assert str(Session.objects.unscoped().get(pk=fresh).previous_id) == first
     with pytest.raises(openai.ConflictError) as exc:
         ask("five", **{"X-Session-Id": first})
     assert exc.value.body["code"] == "session_closed"
@@ -200,7 +200,7 @@ def test_another_users_session_is_not_found(server, llm, alice, alice_session):
         client.chat.completions.create(model="continuum", user="not-the-owner", extra_headers={
             "X-Session-Id": str(alice_session.id)}, messages=[{"role": "user", "content": "hi"}])
     assert exc.value.body["code"] == "not_found"
-    assert llm.requests == [] and not Message.objects.filter(session=alice_session).exists()
+    assert llm.requests == [] and not Message.objects.unscoped().filter(session=alice_session).exists()
 
 
 def test_another_tenants_session_is_not_found(server, llm, bob, alice_session, alice_user):
@@ -209,7 +209,7 @@ def test_another_tenants_session_is_not_found(server, llm, bob, alice_session, a
         # Bob names a user with Alice's user's external id: still his own (new) user, never Alice's session.
         client.chat.completions.create(model="continuum", user=alice_user.external_id, extra_headers={
             "X-Session-Id": str(alice_session.id)}, messages=[{"role": "user", "content": "hi"}])
-    assert llm.requests == [] and not Message.objects.filter(session=alice_session).exists()
+    assert llm.requests == [] and not Message.objects.unscoped().filter(session=alice_session).exists()
 
 
 # --- validation and errors (Django's test client; all refused before any model call) --------------------------------
@@ -281,7 +281,7 @@ def test_revoked_key_is_401(client, alice):
 
 def test_without_an_llm_the_surface_answers_503(client, alice):
     assert_openai_error(post(client, alice, GOOD), 503, "llm_not_configured", kind="server_error")
-    assert not EndUser.objects.filter(tenant=alice, external_id="u1").exists()  # nothing created or recorded
+    assert not EndUser.objects.unscoped().filter(tenant=alice, external_id="u1").exists()  # nothing created or recorded
 
 
 def test_wrong_methods_and_oversized_bodies(llm, client, alice, settings):

@@ -22,7 +22,7 @@ def turns_url(session_id) -> str:
 def history_of(session) -> list[dict]:
     """The session's stored transcript as a chat API would receive it."""
     out = []
-    for m in Message.objects.filter(session=session).order_by("seq"):
+    for m in Message.objects.unscoped().filter(session=session).order_by("seq"):
         message = {"role": m.role, "content": m.content}
         if m.role == "assistant" and m.tool_calls:
             message["tool_calls"] = m.tool_calls
@@ -44,7 +44,7 @@ def observation(request: dict, call_id: str) -> dict:
 
 
 def make_memory(tenant, user, text, *, kind="preference", source_type="user_stated"):
-    from memory.services import memory_create
+    from memory.actions import memory_create
 
     return memory_create(tenant=tenant, user=user, kind=kind, text=text, source_type=source_type)
 
@@ -67,7 +67,7 @@ def test_without_an_llm_turns_are_503_and_the_memory_service_still_works(alice_c
     resp = alice_client.post(turns_url(alice_session.id), {"input": "Find me a flight."}, format="json")
     assert resp.status_code == 503
     assert resp.json()["error"]["code"] == "llm_not_configured"
-    assert Message.objects.filter(session=alice_session).count() == 0  # nothing half-recorded
+    assert Message.objects.unscoped().filter(session=alice_session).count() == 0  # nothing half-recorded
 
     resp = alice_client.post(f"/api/v1/sessions/{alice_session.id}/messages",
                              {"role": "user", "content": "Find me a flight."}, format="json")
@@ -222,8 +222,8 @@ def test_remember_is_user_stated_only_when_the_user_said_it(llm, alice, alice_us
             answer("Noted."))
     resp = alice_client.post(turns_url(alice_session.id), {"input": "I never fly United, ever."}, format="json")
     assert resp.status_code == 200, resp.content
-    user_message = Message.objects.get(session=alice_session, role="user")
-    by_text = {m.text: m for m in MemoryRecord.objects.filter(tenant=alice, user=alice_user)}
+    user_message = Message.objects.unscoped().get(session=alice_session, role="user")
+    by_text = {m.text: m for m in MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user)}
     assert by_text["Never flies United"].source_type == "user_stated"
     assert by_text["Never flies United"].source_message_id == user_message.id
     assert by_text["Prefers window seats"].source_type == "inferred"  # a quote the user never said
@@ -249,7 +249,7 @@ def test_forget_only_reaches_the_users_own_memories(llm, stored, alice, bob, ali
     assert [c["status"] for c in resp.json()["tool_calls"]] == ["error", "error", "ok"]
     final = llm.requests[-1]
     assert observation(final, "n") == observation(final, "o") == {"error": "No memory of this user has that id."}
-    statuses = dict(MemoryRecord.objects.filter(pk__in=[own.pk, neighbour.pk, outsider.pk])
+    statuses = dict(MemoryRecord.objects.unscoped().filter(pk__in=[own.pk, neighbour.pk, outsider.pk])
                     .values_list("pk", "status"))
     assert statuses == {own.pk: "deleted", neighbour.pk: "active", outsider.pk: "active"}
 
@@ -293,7 +293,7 @@ def test_no_database_transaction_is_open_while_the_model_runs(llm, alice_client,
 def test_another_tenants_session_is_not_found(llm, bob_client, alice_session):
     resp = bob_client.post(turns_url(alice_session.id), {"input": "hi"}, format="json")
     assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found"
-    assert llm.requests == [] and Message.objects.filter(session=alice_session).count() == 0
+    assert llm.requests == [] and Message.objects.unscoped().filter(session=alice_session).count() == 0
 
 
 @pytest.mark.parametrize("session_id", ["00000000-0000-0000-0000-000000000000", "not-a-uuid", "%20"])
@@ -323,9 +323,9 @@ def test_input_over_the_tenants_token_limit_is_refused_before_any_model_call(llm
 
 
 def test_a_closed_session_is_409(llm, alice, alice_client, alice_session):
-    from sessions.services import session_close
+    from orchestration.sessions import session_end
 
-    session_close(tenant=alice, session_id=alice_session.id)
+    session_end(tenant=alice, session_id=alice_session.id)
     resp = alice_client.post(turns_url(alice_session.id), {"input": "hi"}, format="json")
     assert resp.status_code == 409 and resp.json()["error"]["code"] == "session_closed"
     assert llm.requests == []
@@ -345,4 +345,4 @@ def test_the_token_quota_is_checked_before_anything_is_recorded_or_sent(llm, ali
     resp = alice_client.post(turns_url(alice_session.id), {"input": "hi"}, format="json")
     assert resp.status_code == 429 and resp.json()["error"]["code"] == "rate_limited"
     assert int(resp["Retry-After"]) >= 1
-    assert llm.requests == [] and not Message.objects.filter(session=alice_session).exists()
+    assert llm.requests == [] and not Message.objects.unscoped().filter(session=alice_session).exists()

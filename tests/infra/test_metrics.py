@@ -29,9 +29,9 @@ def test_memories_by_status_per_tenant(alice, bob, alice_user):
 
     for status, n in (("active", 3), ("pending_review", 1), ("deleted", 2)):
         for i in range(n):
-            MemoryRecord.objects.create(tenant=alice, user=alice_user, kind="fact", text=f"{status} {i}", status=status)
+            MemoryRecord.objects.unscoped().create(tenant=alice, user=alice_user, kind="fact", text=f"{status} {i}", status=status)
     bob_user = end_user_create(tenant=bob, external_id="b")
-    MemoryRecord.objects.create(tenant=bob, user=bob_user, kind="fact", text="b", status="active")
+    MemoryRecord.objects.unscoped().create(tenant=bob, user=bob_user, kind="fact", text="b", status="active")
     m = scrape()
     assert m[("continuum_memories", (("status", "active"), ("tenant", alice.slug)))] == 3
     assert m[("continuum_memories", (("status", "pending_review"), ("tenant", alice.slug)))] == 1
@@ -41,12 +41,12 @@ def test_memories_by_status_per_tenant(alice, bob, alice_user):
 
 def test_job_runs_and_durations(alice):
     now = timezone.now()
-    JobRun.objects.create(job="merge", tenant=alice, started_at=now - timedelta(seconds=3), finished_at=now,
+    JobRun.objects.unscoped().create(job="merge", tenant=alice, started_at=now - timedelta(seconds=3), finished_at=now,
                           status="done")
-    JobRun.objects.create(job="merge", tenant=alice, started_at=now - timedelta(seconds=1), finished_at=now,
+    JobRun.objects.unscoped().create(job="merge", tenant=alice, started_at=now - timedelta(seconds=1), finished_at=now,
                           status="done")
-    JobRun.objects.create(job="merge", tenant=alice, started_at=now, finished_at=now, status="failed")
-    JobRun.objects.create(job="expire", tenant=alice, started_at=now, status="running")
+    JobRun.objects.unscoped().create(job="merge", tenant=alice, started_at=now, finished_at=now, status="failed")
+    JobRun.objects.unscoped().create(job="expire", tenant=alice, started_at=now, status="running")
     m = scrape()
     assert m[("continuum_job_runs_total", (("job", "merge"), ("status", "done")))] == 2
     assert m[("continuum_job_runs_total", (("job", "merge"), ("status", "failed")))] == 1
@@ -70,7 +70,7 @@ def test_a_real_job_run_shows_up(alice, alice_user):
 def test_outbox_backlog_is_reported(alice, alice_user):
     from memory.models import VectorOutbox
 
-    VectorOutbox.objects.create(tenant_id_value=alice.pk, memory_uuid=alice_user.pk, op="upsert")
+    VectorOutbox.objects.unscoped().create(tenant_id_value=alice.pk, memory_uuid=alice_user.pk, op="upsert")
     assert scrape()[("continuum_vector_outbox_pending", (("op", "upsert"),))] == 1
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 
 from infra import clock
-from memory.controls import content_hash_for, memory_history_write, memory_snapshot
+from memory.actions import content_hash_for, memory_history_write, memory_snapshot
 from memory.models import MemoryEvent, MemoryRecord
 from infra.vector_store import Scope, get_vector_store
 
@@ -16,7 +16,7 @@ def memory_make(tenant, user, text, *, kind="fact", **fields) -> MemoryRecord:
 
     with transaction.atomic():
         fields.setdefault("status_changed_at", clock.now())
-        record = MemoryRecord.objects.create(tenant=tenant, user=user, text=text, kind=kind,
+        record = MemoryRecord.objects.unscoped().create(tenant=tenant, user=user, text=text, kind=kind,
                                              content_hash=content_hash_for(text), **fields)
         memory_history_write(record=record, action=MemoryEvent.Action.CREATED, actor_type="system",
                              after=memory_snapshot(record))

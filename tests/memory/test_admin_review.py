@@ -41,19 +41,21 @@ def bob_user(bob):
 
 @pytest.fixture
 def data(alice, alice_user, alice_session, bob, bob_user):
-    from context.bridge import bridge_write
+    from orchestration.tasks import session_finish as _session_finish
     from sessions.models import SessionLink, SummaryAnchor
-    from sessions.services import NewMessage, messages_append, session_close, session_open
+    from sessions.services import NewMessage
+    from orchestration.sessions import session_end, session_start
+    from orchestration.messages import messages_record
 
-    msgs = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
+    msgs = messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content="I am vegetarian and I live in Ghent"),
         NewMessage(role="assistant", content="Noted, vegetarian options in Ghent.")])
-    SummaryAnchor.objects.create(tenant=alice, session=alice_session, first_seq=1, last_seq=2,
+    SummaryAnchor.objects.unscoped().create(tenant=alice, session=alice_session, first_seq=1, last_seq=2,
                                  text="turns 1-1: user is vegetarian, lives in Ghent")
-    session_close(tenant=alice, session_id=alice_session.pk)
-    bridge_write(session_id=alice_session.pk)
-    later, _ = session_open(tenant=alice, user=alice_user)
-    SessionLink.objects.get_or_create(tenant=alice, from_session=later, to_session=alice_session, kind="same_user")
+    session_end(tenant=alice, session_id=alice_session.pk)
+    _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
+    later, _ = session_start(tenant=alice, user=alice_user)
+    SessionLink.objects.unscoped().get_or_create(tenant=alice, from_session=later, to_session=alice_session, kind="same_user")
     return {
         "active": memory_make(alice, alice_user, "The user is vegetarian", kind="preference",
                               session=alice_session, source_message=msgs[0], confidence=0.9),
@@ -138,7 +140,7 @@ def test_actions_work_for_staff_and_write_history_and_qdrant(alice, alice_user, 
     assert r.status_code == 200
     m.refresh_from_db()
     assert m.status == expected_status
-    last = MemoryEvent.objects.filter(memory_uuid=m.pk).latest("id")
+    last = MemoryEvent.objects.unscoped().filter(memory_uuid=m.pk).latest("id")
     assert (last.action, last.actor_type, last.actor_id) == (event, "staff", "reviewer")
     point = points_of(alice, alice_user, [m.pk]).get(str(m.pk))
     if expected_status == "deleted":
@@ -156,14 +158,14 @@ def test_restore_action_brings_back_a_deleted_memory(alice, alice_user, data):
     m.refresh_from_db()
     assert m.status == "active"
     assert points_of(alice, alice_user, [m.pk])[str(m.pk)]["status"] == "active"
-    assert MemoryEvent.objects.filter(memory_uuid=m.pk, action="restored", actor_id="reviewer").exists()
+    assert MemoryEvent.objects.unscoped().filter(memory_uuid=m.pk, action="restored", actor_id="reviewer").exists()
 
 
 def test_an_action_on_the_wrong_status_is_reported_not_applied(alice, data):
     client = login(staff_for(alice))
     r = _action(client, "approve", data["active"])
     assert "Not approved" in r.content.decode()
-    assert not MemoryEvent.objects.filter(memory_uuid=data["active"].pk, action="approved").exists()
+    assert not MemoryEvent.objects.unscoped().filter(memory_uuid=data["active"].pk, action="approved").exists()
 
 
 class _FormFields(HTMLParser):
@@ -207,7 +209,7 @@ def test_editing_text_in_the_admin_re_embeds_it(alice, alice_user, data):
     assert r.status_code == 302, r.content.decode()[:3000]
     m.refresh_from_db()
     assert m.text == "The user is vegan"
-    ev = MemoryEvent.objects.filter(memory_uuid=m.pk, action="updated").get()
+    ev = MemoryEvent.objects.unscoped().filter(memory_uuid=m.pk, action="updated").get()
     assert (ev.actor_type, ev.actor_id, ev.before["text"]) == ("staff", "editor", "The user is vegetarian")
     assert points_of(alice, alice_user, [m.pk])[str(m.pk)]["text"] == "The user is vegan"
 
@@ -222,7 +224,7 @@ def test_an_admin_edit_that_is_only_a_secret_is_refused_on_the_form(alice, data)
     assert r.status_code == 200 and "is a secret" in r.content.decode()
     m.refresh_from_db()
     assert m.text == "The user is vegetarian"
-    assert not MemoryEvent.objects.filter(memory_uuid=m.pk, action="updated").exists()
+    assert not MemoryEvent.objects.unscoped().filter(memory_uuid=m.pk, action="updated").exists()
 
 
 # --- refusals ------------------------------------------------------------------------------------------------
@@ -238,7 +240,7 @@ def test_non_staff_and_anonymous_are_refused(alice, data):
         assert "/admin/login/" in r.redirect_chain[-1][0]
     data["active"].refresh_from_db()
     assert data["active"].status == "active"
-    assert not MemoryEvent.objects.exclude(action="created").exists()
+    assert not MemoryEvent.objects.unscoped().exclude(action="created").exists()
 
 
 def test_staff_of_another_tenant_sees_nothing_of_alice(alice, bob, alice_user, data):
@@ -269,7 +271,7 @@ def test_actions_and_edits_from_staff_of_another_tenant_are_refused(alice, bob, 
         before = m.status
         m.refresh_from_db()
         assert m.status == before and "hijacked" not in m.text
-    assert not MemoryEvent.objects.exclude(action="created").exists()
+    assert not MemoryEvent.objects.unscoped().exclude(action="created").exists()
     assert {p["status"] for p in points_of(alice, alice_user).values()} == {"active", "pending_review"}
 
 

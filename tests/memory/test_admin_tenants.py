@@ -31,7 +31,7 @@ def test_creating_a_key_shows_it_once_and_it_works(alice):
     shown = [str(m) for m in get_messages(r.wsgi_request)] or re.findall(r"The API key for frontend is: \S+", r.content.decode())
     text = " ".join(shown)
     key = re.search(r"is: (\S+?)\.? Please", text).group(1)
-    row = TenantApiKey.objects.get(name="frontend")
+    row = TenantApiKey.objects.unscoped().get(name="frontend")
     assert row.tenant == alice and key.startswith(row.prefix + ".")
     assert key not in client.get(f"{KEYS}{row.pk}/change/").content.decode()  # never shown again
     assert _bearer(key).get("/api/v1/users").status_code == 200
@@ -41,12 +41,12 @@ def test_staff_cannot_create_a_key_for_another_tenant(alice, bob):
     client = login(staff_for(alice))
     r = client.post(f"{KEYS}add/", {"tenant": str(bob.pk), "name": "sneaky"})
     assert r.status_code == 200 and "Select a valid choice" in r.content.decode()
-    assert not TenantApiKey.objects.filter(name="sneaky").exists()
+    assert not TenantApiKey.objects.unscoped().filter(name="sneaky").exists()
 
 
 def test_revoke_action_revokes_and_is_refused_across_tenants(alice, bob):
-    alice_key = TenantApiKey.objects.get(tenant=alice)
-    bob_key = TenantApiKey.objects.get(tenant=bob)
+    alice_key = TenantApiKey.objects.unscoped().get(tenant=alice)
+    bob_key = TenantApiKey.objects.unscoped().get(tenant=bob)
     bob_staff = login(staff_for(bob, username="bobstaff"))
     bob_staff.post(KEYS, {"action": "revoke_keys", "_selected_action": [alice_key.pk]})
     assert _bearer(alice.plain_key).get("/api/v1/users").status_code == 200
@@ -81,7 +81,7 @@ def test_deleting_a_tenant_in_the_admin_erases_it_everywhere(alice, alice_user, 
     r = root.post(f"/admin/tenants/tenant/{alice.pk}/delete/", {"post": "yes"})
     assert r.status_code == 302
     assert not Tenant.objects.filter(pk=alice.pk).exists()
-    assert not MemoryRecord.objects.filter(tenant_id=alice.pk).exists()
+    assert not MemoryRecord.objects.unscoped().filter(tenant_id=alice.pk).exists()
     assert points_of(alice) == {}
     assert list(get_redis().scan_iter(match=Keys.tenant_pattern(alice.pk))) == []
     assert set(points_of(bob)) == {str(bobs.pk)}
@@ -94,5 +94,5 @@ def test_deleting_an_end_user_in_the_admin_erases_them(alice, alice_user):
     assert confirm.status_code == 200 and "1 memories and 0 sessions, erased" in confirm.content.decode()
     r = client.post(f"/admin/tenants/enduser/{alice_user.pk}/delete/", {"post": "yes"})
     assert r.status_code == 302
-    assert not EndUser.objects.filter(pk=alice_user.pk).exists()
+    assert not EndUser.objects.unscoped().filter(pk=alice_user.pk).exists()
     assert points_of(alice, ids=[m.pk]) == {}

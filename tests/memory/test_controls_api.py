@@ -63,9 +63,10 @@ def test_list_rejects_bad_filters_with_400(alice_client, alice_user, memories, q
 
 
 def test_get_one_with_provenance_and_history(alice, alice_client, alice_user, alice_session):
-    from sessions.services import NewMessage, messages_append
+    from sessions.services import NewMessage
+    from orchestration.messages import messages_record
 
-    (msg,) = messages_append(tenant=alice, session_id=alice_session.pk,
+    (msg,) = messages_record(tenant=alice, session_id=alice_session.pk,
                              items=[NewMessage(role="user", content="My cat is called Miso")], enqueue_extraction=False)
     m = memory_make(alice, alice_user, "My cat is called Miso", session=alice_session, source_message=msg)
     r = alice_client.get(f"{base(alice_user)}/memories/{m.pk}")
@@ -103,7 +104,7 @@ def test_patch_a_deleted_memory_is_409(alice_client, alice_user, memories):
 def test_delete_one_and_delete_all(alice, alice_client, alice_user, memories):
     r = alice_client.delete(f"{base(alice_user)}/memories/{memories[0].pk}")
     assert r.status_code == 204
-    assert MemoryRecord.objects.get(pk=memories[0].pk).status == "deleted"
+    assert MemoryRecord.objects.unscoped().get(pk=memories[0].pk).status == "deleted"
     assert str(memories[0].pk) not in points_of(alice, alice_user)
     r = alice_client.delete(f"{base(alice_user)}/memories")
     assert r.status_code == 200 and r.json() == {"deleted": 2}
@@ -124,9 +125,10 @@ def test_export_is_json_with_memories_sessions_and_bridges(alice_client, alice_u
 
 def test_erase_leaves_zero_residue_in_each_store(alice, alice_client, alice_user, alice_session, bob, bob_user):
     from context.buffer import buffer_get
-    from sessions.services import NewMessage, messages_append
+    from sessions.services import NewMessage
+    from orchestration.messages import messages_record
 
-    messages_append(tenant=alice, session_id=alice_session.pk,
+    messages_record(tenant=alice, session_id=alice_session.pk,
                     items=[NewMessage(role="user", content="I need a hotel in Porto")], enqueue_extraction=False)
     buffer_get(tenant_id=str(alice.pk), user_id=str(alice_user.pk), session_id=str(alice_session.pk))
     mine = [memory_make(alice, alice_user, t) for t in ("I need a hotel in Porto", "My budget is 120 euros")]
@@ -144,13 +146,13 @@ def test_erase_leaves_zero_residue_in_each_store(alice, alice_client, alice_user
     from sessions.models import Message, Session
     from tenants.models import EndUser
 
-    assert not EndUser.objects.filter(pk=alice_user.pk).exists()
-    assert not Session.objects.filter(user_id=alice_user.pk).exists()
-    assert not Message.objects.filter(session_id=alice_session.pk).exists()
-    assert not MemoryRecord.objects.filter(user_id=alice_user.pk).exists()
-    assert not MemoryEvent.objects.filter(memory_uuid__in=[m.pk for m in mine]).exists()
-    assert not MemoryEvent.objects.filter(user_id=alice_user.pk).exists()
-    assert not VectorOutbox.objects.filter(memory_uuid__in=[m.pk for m in mine]).exists()
+    assert not EndUser.objects.unscoped().filter(pk=alice_user.pk).exists()
+    assert not Session.objects.unscoped().filter(user_id=alice_user.pk).exists()
+    assert not Message.objects.unscoped().filter(session_id=alice_session.pk).exists()
+    assert not MemoryRecord.objects.unscoped().filter(user_id=alice_user.pk).exists()
+    assert not MemoryEvent.objects.unscoped().filter(memory_uuid__in=[m.pk for m in mine]).exists()
+    assert not MemoryEvent.objects.unscoped().filter(user_id=alice_user.pk).exists()
+    assert not VectorOutbox.objects.unscoped().filter(memory_uuid__in=[m.pk for m in mine]).exists()
     # Qdrant: no point in the user's scope, nor any of their memory ids in the tenant's.
     assert points_of(alice, alice_user) == {}
     assert points_of(alice, ids=[m.pk for m in mine]) == {}
@@ -161,7 +163,7 @@ def test_erase_leaves_zero_residue_in_each_store(alice, alice_client, alice_user
     assert leftovers == []
     # The outsider is untouched.
     assert set(points_of(bob, bob_user)) == {str(theirs.pk)}
-    assert MemoryRecord.objects.filter(pk=theirs.pk).exists()
+    assert MemoryRecord.objects.unscoped().filter(pk=theirs.pk).exists()
 
 
 def test_erase_is_idempotent(alice, alice_user, alice_client):
@@ -188,9 +190,9 @@ def test_every_endpoint_is_404_for_another_tenant(alice, alice_user, bob_client,
         r = getattr(bob_client, method)(url, body, format="json")
         assert r.status_code == 404, (method, url, r.status_code)
         assert r.json()["error"]["code"] == "not_found"
-    m = MemoryRecord.objects.get(pk=memories[0].pk)
+    m = MemoryRecord.objects.unscoped().get(pk=memories[0].pk)
     assert (m.status, m.text) == ("active", "I prefer aisle seats")
-    assert MemoryRecord.objects.filter(user=alice_user).exclude(status="deleted").count() == 3
+    assert MemoryRecord.objects.unscoped().filter(user=alice_user).exclude(status="deleted").count() == 3
     assert len(points_of(alice, alice_user)) == 3
 
 
@@ -204,7 +206,7 @@ def test_a_memory_of_another_user_in_the_same_tenant_is_404(alice, alice_client,
         assert r.status_code == 404, (method, url)
     r = alice_client.get(f"{base(other)}/memories")
     assert r.status_code == 200 and r.json()["results"] == []
-    assert MemoryRecord.objects.get(pk=m.pk).status == "active"
+    assert MemoryRecord.objects.unscoped().get(pk=m.pk).status == "active"
 
 
 def test_bobs_lists_never_include_alices_memories(bob_client, bob_user, memories):

@@ -8,7 +8,8 @@ import pytest
 
 from infra import clock
 from infra.errors import Conflict, NotFound, ValidationFailed
-from memory import controls
+from memory import actions as controls
+from orchestration.export import memory_export
 from memory.models import MemoryEvent, MemoryRecord
 from tests.memory.lifecycle_support import memory_make, points_of, search_ids
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _events(record, action=None):
-    qs = MemoryEvent.objects.filter(memory_uuid=record.pk)
+    qs = MemoryEvent.objects.unscoped().filter(memory_uuid=record.pk)
     return list(qs.filter(action=action) if action else qs)
 
 
@@ -119,25 +120,27 @@ def test_delete_all_deletes_only_that_users_memories(alice, alice_user):
     theirs = memory_make(alice, other_user, "their fact")
     assert controls.memory_delete_all(tenant=alice, user=alice_user, actor_type="end_user", batch_size=2) == 3
     assert controls.memory_delete_all(tenant=alice, user=alice_user, actor_type="end_user") == 0
-    assert set(MemoryRecord.objects.filter(pk__in=[m.pk for m in mine]).values_list("status", flat=True)) == {"deleted"}
+    assert set(MemoryRecord.objects.unscoped().filter(pk__in=[m.pk for m in mine]).values_list("status", flat=True)) == {"deleted"}
     assert points_of(alice, alice_user) == {}
     assert set(points_of(alice, other_user)) == {str(theirs.pk)}
 
 
 def test_export_holds_memories_with_provenance_sessions_and_bridges(alice, alice_user, alice_session):
-    from sessions.services import NewMessage, messages_append, session_close
+    from sessions.services import NewMessage
+    from orchestration.sessions import session_end
+    from orchestration.messages import messages_record
 
-    (msg,) = messages_append(tenant=alice, session_id=alice_session.pk, items=[
+    (msg,) = messages_record(tenant=alice, session_id=alice_session.pk, items=[
         NewMessage(role="user", content="I always fly with KLM")], enqueue_extraction=False)
     m = memory_make(alice, alice_user, "The user always flies with KLM", kind="preference", session=alice_session,
                     source_message=msg, source_message_ids=[str(msg.pk)])
     controls.memory_update_text(tenant=alice, memory=m, text="I always fly with KLM", actor_type="end_user")
-    session_close(tenant=alice, session_id=alice_session.pk)
-    from context.bridge import bridge_write
+    session_end(tenant=alice, session_id=alice_session.pk)
+    from orchestration.tasks import session_finish as _session_finish
 
-    bridge_write(session_id=alice_session.pk)
+    _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
 
-    data = controls.memory_export(tenant=alice, user=alice_user)
+    data = memory_export(tenant=alice, user=alice_user)
     json.dumps(data)  # JSON-ready
     (exported,) = data["memories"]
     assert exported["text"] == "I always fly with KLM"
@@ -161,7 +164,7 @@ def test_an_edit_never_stores_a_secret(alice, alice_user):
                                 text="The hotel wifi password is Tr0ub4dor&3 in room 12")
     m.refresh_from_db()
     assert "Tr0ub4dor" not in m.text and "[redacted]" in m.text
-    assert "Tr0ub4dor" not in str(list(MemoryEvent.objects.values_list("after", flat=True)))
+    assert "Tr0ub4dor" not in str(list(MemoryEvent.objects.unscoped().values_list("after", flat=True)))
     assert "Tr0ub4dor" not in points_of(alice, alice_user, [m.pk])[str(m.pk)]["text"]
     with pytest.raises(ValidationFailed) as exc:
         controls.memory_update_text(tenant=alice, memory=m, actor_type="end_user", text="sk-proj-abcdefghijklmnop1234")
@@ -178,7 +181,7 @@ def test_approving_a_held_memory_supersedes_what_it_replaces(alice, alice_user):
                        source_type="inferred", status="pending_review",
                        metadata={"consolidated_from": [str(event.pk)]})
     controls.memory_approve(tenant=alice, memory=held, actor_type="staff", actor_id="rev")
-    rows = {r.pk: r for r in MemoryRecord.objects.all()}
+    rows = {r.pk: r for r in MemoryRecord.objects.unscoped().all()}
     assert rows[held.pk].status == "active"
     assert (rows[old.pk].status, rows[old.pk].superseded_by_id) == ("superseded", held.pk)
     assert (rows[event.pk].status, rows[event.pk].superseded_by_id) == ("superseded", held.pk)

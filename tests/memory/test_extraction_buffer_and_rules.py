@@ -11,27 +11,27 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_elided_never_clause_becomes_a_preference(alice, alice_user):
     record_turns(alice, alice_user, [("user", "I prefer aisle seats, and never United.")])
-    prefs = set(MemoryRecord.objects.filter(tenant=alice, user=alice_user, kind="preference")
+    prefs = set(MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, kind="preference")
                 .values_list("text", flat=True))
     assert prefs == {"Ada prefers aisle seats.", "Ada avoids United."}
 
 
 def test_lowercase_after_never_is_not_a_preference(alice, alice_user):
     record_turns(alice, alice_user, [("user", "I tried the app, and never mind the rest.")])
-    assert not MemoryRecord.objects.filter(tenant=alice, user=alice_user, text__contains="avoids").exists()
+    assert not MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, text__contains="avoids").exists()
 
 
 def test_extracted_facts_join_the_open_session_buffer(alice, alice_user):
     session, _ = record_turns(alice, alice_user, [("user", "My seat preference is aisle and my loyalty number is AB12345.")])
     buf = buffer_get(tenant_id=alice.pk, user_id=alice_user.pk, session_id=session.pk)
     facts = {f["text"] for f in buf.facts}
-    stored = set(MemoryRecord.objects.filter(tenant=alice, session=session).exclude(kind="event")
+    stored = set(MemoryRecord.objects.unscoped().filter(tenant=alice, session=session).exclude(kind="event")
                  .values_list("text", flat=True))
     assert stored and stored <= facts
 
 
 def test_elided_habit_clause_is_split_from_the_preference(alice, alice_user):
     record_turns(alice, alice_user, [("user", "I prefer aisle seats and never fly United.")])
-    prefs = set(MemoryRecord.objects.filter(tenant=alice, user=alice_user, kind="preference")
+    prefs = set(MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, kind="preference")
                 .values_list("text", flat=True))
     assert prefs == {"Ada prefers aisle seats.", "Ada never flies United."}

@@ -9,9 +9,9 @@ import httpx
 import pytest
 import respx
 
-from memory.extraction.pipeline import memory_extract
+from orchestration.messages import message_extract
 from memory.models import MemoryEvent, MemoryRecord
-from memory.tasks import memory_extract_task
+from orchestration.tasks import message_extract_task as memory_extract_task
 from sessions.models import Message
 
 from .memory_support import MAY_8, points_of, record_turns
@@ -22,7 +22,7 @@ FLIGHT = "I need a flight from SFO to NYC next Tuesday under $400. I prefer aisl
 
 
 def _mine(tenant, user, **filters):
-    return MemoryRecord.objects.filter(tenant=tenant, user=user, **filters)
+    return MemoryRecord.objects.unscoped().filter(tenant=tenant, user=user, **filters)
 
 
 def test_chatter_is_dropped_and_no_llm_call_is_made(alice, alice_user, settings):
@@ -32,7 +32,7 @@ def test_chatter_is_dropped_and_no_llm_call_is_made(alice, alice_user, settings)
         _, messages = record_turns(alice, alice_user, [("user", "thanks!"), ("user", "ok"), ("user", "Hey Mel! lol")])
     assert route.call_count == 0
     assert not _mine(alice, alice_user).exists()
-    assert all(m.extracted_at is not None for m in Message.objects.filter(pk__in=[m.pk for m in messages]))
+    assert all(m.extracted_at is not None for m in Message.objects.unscoped().filter(pk__in=[m.pk for m in messages]))
 
 
 def test_each_new_memory_text_is_embedded_once_for_the_duplicate_check_and_the_point(alice, alice_user):
@@ -75,29 +75,29 @@ def test_user_turn_becomes_event_and_rule_memories_with_provenance(alice, alice_
         assert r.source_message_ids == [str(msg.pk)]
         assert r.created_at == msg.created_at
         assert r.source_type == "user_stated"
-        assert MemoryEvent.objects.filter(memory_uuid=r.pk, action="created").count() == 1
+        assert MemoryEvent.objects.unscoped().filter(memory_uuid=r.pk, action="created").count() == 1
     assert set(points_of(alice, alice_user)) == {str(r.pk) for r in records}
 
 
 def test_extraction_task_twice_writes_the_same_memories_and_points(alice, alice_user):
     _, (msg,) = record_turns(alice, alice_user, [("user", FLIGHT)], extract=False)
-    first = memory_extract_task.apply(args=[str(msg.pk)]).get()
+    first = memory_extract_task.apply(args=[str(msg.tenant_id), str(msg.pk)]).get()
     rows = {r.pk: (r.text, r.updated_at) for r in _mine(alice, alice_user)}
     points = points_of(alice, alice_user)
-    second = memory_extract_task.apply(args=[str(msg.pk)]).get()
+    second = memory_extract_task.apply(args=[str(msg.tenant_id), str(msg.pk)]).get()
     assert first == len(rows) and second == 0
     assert {r.pk: (r.text, r.updated_at) for r in _mine(alice, alice_user)} == rows
     assert points_of(alice, alice_user) == points
-    assert MemoryEvent.objects.filter(tenant=alice).count() == len(rows)
+    assert MemoryEvent.objects.unscoped().filter(tenant=alice).count() == len(rows)
 
     # Even a forced rerun (the completion mark lost) lands on the same ids and writes nothing new.
-    Message.objects.filter(pk=msg.pk).update(extracted_at=None)
-    result = memory_extract(message_id=msg.pk)
+    Message.objects.unscoped().filter(pk=msg.pk).update(extracted_at=None)
+    result = message_extract(tenant_id=msg.tenant_id, message_id=msg.pk)
     assert set(result.memory_ids) == {str(pk) for pk in rows}
     assert set(result.outcomes) == {"exists"}
     assert {r.pk: (r.text, r.updated_at) for r in _mine(alice, alice_user)} == rows
     assert points_of(alice, alice_user) == points
-    assert MemoryEvent.objects.filter(tenant=alice).count() == len(rows)
+    assert MemoryEvent.objects.unscoped().filter(tenant=alice).count() == len(rows)
 
 
 def test_near_duplicate_reinforces_instead_of_inserting(alice, alice_user):
@@ -108,7 +108,7 @@ def test_near_duplicate_reinforces_instead_of_inserting(alice, alice_user):
     assert _mine(alice, alice_user, kind="preference").count() == 1
     assert pref.reinforcement_count == 1 and pref.confidence > 0.85
     assert str(second.pk) in pref.source_message_ids
-    assert MemoryEvent.objects.filter(memory_uuid=pref.pk, action="reinforced").count() == 1
+    assert MemoryEvent.objects.unscoped().filter(memory_uuid=pref.pk, action="reinforced").count() == 1
     assert points_of(alice, alice_user)[str(pref.pk)]["confidence"] == pytest.approx(pref.confidence)
 
 
@@ -121,9 +121,9 @@ def test_contradiction_supersedes_the_old_record_and_keeps_history(alice, alice_
     new = _mine(alice, alice_user, subject="destination", status="active").get()
     assert (old.value, new.value) == ("NYC", "Newark")
     assert old.status == "superseded" and old.superseded_by_id == new.pk
-    history = list(MemoryEvent.objects.filter(memory_uuid=old.pk).values_list("action", flat=True))
+    history = list(MemoryEvent.objects.unscoped().filter(memory_uuid=old.pk).values_list("action", flat=True))
     assert history == ["created", "superseded"]
-    superseded = MemoryEvent.objects.get(memory_uuid=old.pk, action="superseded")
+    superseded = MemoryEvent.objects.unscoped().get(memory_uuid=old.pk, action="superseded")
     assert superseded.before["status"] == "active" and superseded.after["superseded_by"] == str(new.pk)
     points = points_of(alice, alice_user)
     assert points[str(old.pk)]["status"] == "superseded" and points[str(new.pk)]["status"] == "active"
@@ -207,11 +207,11 @@ def test_unreachable_llm_is_retried_then_rules_still_run(alice, alice_user, sett
         mock.post("http://llm.test/v1/chat/completions").mock(side_effect=httpx.ConnectError("down"))
         _, (msg,) = record_turns(alice, alice_user, [("user", "I prefer aisle seats.")], extract=False)
         with pytest.raises(ServiceUnavailable):
-            memory_extract(message_id=msg.pk)
+            message_extract(tenant_id=msg.tenant_id, message_id=msg.pk)
         assert not _mine(alice, alice_user).exists()
         msg.refresh_from_db()
         assert msg.extracted_at is None  # not claimed: the retry does the work
-        result = memory_extract(message_id=msg.pk, allow_llm_failure=True)
+        result = message_extract(tenant_id=msg.tenant_id, message_id=msg.pk, allow_llm_failure=True)
     assert result.status == "done"
     assert _mine(alice, alice_user, kind="preference").get().text == "Ada prefers aisle seats."
 
@@ -220,20 +220,20 @@ def test_an_older_contradiction_extracted_late_does_not_replace_the_newer_value(
     # Retries and parallel workers extract messages out of order: the later statement must still win.
     _, (first, second) = record_turns(alice, alice_user, [("user", FLIGHT),
                                                           ("user", "Actually, change the destination to Newark.")],
-                                      extract=False)
-    assert memory_extract(message_id=second.pk).status == "done"
-    result = memory_extract(message_id=first.pk)
+                                      enqueue_extraction=False)
+    assert message_extract(tenant_id=second.tenant_id, message_id=second.pk).status == "done"
+    result = message_extract(tenant_id=first.tenant_id, message_id=first.pk)
     assert "outdated" in result.outcomes
     newer = _mine(alice, alice_user, subject="destination", status="active").get()
     older = _mine(alice, alice_user, subject="destination", status="superseded").get()
     assert (newer.value, older.value) == ("Newark", "NYC")
     assert older.superseded_by_id == newer.pk and older.source_message_id == first.pk
-    assert list(MemoryEvent.objects.filter(memory_uuid=older.pk).values_list("action", flat=True)) == \
+    assert list(MemoryEvent.objects.unscoped().filter(memory_uuid=older.pk).values_list("action", flat=True)) == \
         ["created", "superseded"]
     points = points_of(alice, alice_user)
     assert points[str(older.pk)]["status"] == "superseded" and points[str(newer.pk)]["status"] == "active"
     # A rerun of the late message changes nothing.
-    assert memory_extract(message_id=first.pk).status == "already_done"
+    assert message_extract(tenant_id=first.tenant_id, message_id=first.pk).status == "already_done"
     assert _mine(alice, alice_user, subject="destination").count() == 2
 
 
@@ -272,10 +272,10 @@ def test_extraction_waits_while_another_writer_holds_the_users_memories(alice, a
 
     def nothing_written():
         assert not _mine(alice, alice_user).exists()
-        assert Message.objects.get(pk=message.pk).extracted_at is None  # not even marked extracted
+        assert Message.objects.unscoped().get(pk=message.pk).extracted_at is None  # not even marked extracted
 
     status = _write_while_the_users_lock_is_held(
-        alice, alice_user, lambda: memory_extract(message_id=message.pk).status, while_waiting=nothing_written)
+        alice, alice_user, lambda: message_extract(tenant_id=message.tenant_id, message_id=message.pk).status, while_waiting=nothing_written)
     assert status == "done" and _mine(alice, alice_user, subject="destination").count() == 1
 
 
@@ -287,13 +287,13 @@ def test_a_writer_that_cannot_get_the_lock_gives_up_without_losing_the_message(a
     _, (message,) = record_turns(alice, alice_user, [("user", FLIGHT)], extract=False)
     with user_memory_lock(tenant_id=alice.pk, user_id=alice_user.pk):
         with pytest.raises(ServiceUnavailable):
-            memory_extract(message_id=message.pk)  # the task retries with backoff
-    assert Message.objects.get(pk=message.pk).extracted_at is None and not _mine(alice, alice_user).exists()
-    assert memory_extract(message_id=message.pk).status == "done"
+            message_extract(tenant_id=message.tenant_id, message_id=message.pk)  # the task retries with backoff
+    assert Message.objects.unscoped().get(pk=message.pk).extracted_at is None and not _mine(alice, alice_user).exists()
+    assert message_extract(tenant_id=message.tenant_id, message_id=message.pk).status == "done"
 
 
 def test_the_remember_tool_takes_its_turn_with_extraction(alice, alice_user):
-    from memory.services import memory_remember
+    from memory.actions import memory_remember
 
     def nothing_written():
         assert not _mine(alice, alice_user).exists()

@@ -74,8 +74,8 @@ def duplicates(alice, alice_user):
 
 
 def _merge_outcome(duplicates):
-    rows = MemoryRecord.objects.filter(pk__in=[d.pk for d in duplicates])
-    events = MemoryEvent.objects.filter(memory_uuid__in=[d.pk for d in duplicates]).exclude(action="created")
+    rows = MemoryRecord.objects.unscoped().filter(pk__in=[d.pk for d in duplicates])
+    events = MemoryEvent.objects.unscoped().filter(memory_uuid__in=[d.pk for d in duplicates]).exclude(action="created")
     return (sorted(rows.values_list("status", flat=True)), sorted(events.values_list("action", flat=True)),
             sum(rows.values_list("reinforcement_count", flat=True)))
 
@@ -93,7 +93,7 @@ def test_two_concurrent_task_runs_one_works_one_is_locked_out(alice, duplicates)
     assert sum(o.get("superseded", 0) for o in outs) == 2
     assert _merge_outcome(duplicates) == (["active", "superseded", "superseded"],
                                           ["reinforced", "superseded", "superseded"], 2)
-    assert JobRun.objects.filter(job="merge", status="done").count() == 1
+    assert JobRun.objects.unscoped().filter(job="merge", status="done").count() == 1
 
 
 def test_two_merge_passes_that_bypass_the_lock_still_apply_once(alice, duplicates):
@@ -113,13 +113,13 @@ def test_concurrent_expire_and_forget_passes_apply_each_record_once(alice, alice
     expiring = [memory_make(alice, alice_user, f"expiring {i}", expires_at=past) for i in range(12)]
     outs = in_threads(*[lambda: memories_expire(tenant=alice, limit=500)] * 3)
     assert sum(o.stats["expired"] for o in outs) == 12
-    assert MemoryEvent.objects.filter(action="expired").count() == 12
+    assert MemoryEvent.objects.unscoped().filter(action="expired").count() == 12
 
     settings.MEMORY_FORGET_GRACE_DAYS = 0
     outs = in_threads(*[lambda: memories_forget(tenant=alice, limit=500)] * 3)
     assert sum(o.stats["forgotten"] for o in outs) == 12
-    assert MemoryEvent.objects.filter(action="forgotten").count() == 12
-    assert not MemoryRecord.objects.filter(pk__in=[m.pk for m in expiring]).exists()
+    assert MemoryEvent.objects.unscoped().filter(action="forgotten").count() == 12
+    assert not MemoryRecord.objects.unscoped().filter(pk__in=[m.pk for m in expiring]).exists()
 
 
 def test_the_lock_is_per_tenant_and_per_job(alice, bob):
@@ -142,7 +142,7 @@ def test_a_run_that_finds_the_lock_taken_does_nothing(alice):
     calls = []
     job_lock_acquire(tenant_id=alice.pk, job="merge", ttl_seconds=30)
     out = job_run(job="merge", tenant=alice, fn=lambda **kw: calls.append(kw) or JobResult())
-    assert out["skipped"] == "locked" and calls == [] and not JobRun.objects.exists()
+    assert out["skipped"] == "locked" and calls == [] and not JobRun.objects.unscoped().exists()
 
 
 def test_a_failed_run_is_recorded_and_releases_its_lock(alice):
@@ -151,6 +151,6 @@ def test_a_failed_run_is_recorded_and_releases_its_lock(alice):
 
     with pytest.raises(RuntimeError):
         job_run(job="decay", tenant=alice, fn=boom)
-    run = JobRun.objects.get()
+    run = JobRun.objects.unscoped().get()
     assert run.status == "failed" and "bad data" in run.stats["error"] and run.finished_at
     assert job_lock_acquire(tenant_id=alice.pk, job="decay", ttl_seconds=30)

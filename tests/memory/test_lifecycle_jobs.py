@@ -34,7 +34,7 @@ def drain(job, fn, tenant, limit=500) -> list[dict]:
 
 
 def _actions(record):
-    return [e.action for e in MemoryEvent.objects.filter(memory_uuid=record.pk).order_by("created_at", "id")]
+    return [e.action for e in MemoryEvent.objects.unscoped().filter(memory_uuid=record.pk).order_by("created_at", "id")]
 
 
 # --- merge ---------------------------------------------------------------------------------------------------
@@ -56,7 +56,7 @@ def test_three_near_duplicates_become_one_active_and_two_superseded(alice, alice
     (out,) = drain("merge", memories_merge, alice)
     assert out["superseded"] == 2 and out["clusters"] == 1
 
-    rows = {r.pk: r for r in MemoryRecord.objects.all()}
+    rows = {r.pk: r for r in MemoryRecord.objects.unscoped().all()}
     assert rows[b.pk].status == "active"  # the best supported one is kept
     assert (rows[a.pk].status, rows[c.pk].status) == ("superseded", "superseded")
     assert rows[a.pk].superseded_by_id == rows[c.pk].superseded_by_id == b.pk
@@ -69,7 +69,7 @@ def test_three_near_duplicates_become_one_active_and_two_superseded(alice, alice
     payloads = points_of(alice, alice_user, [a.pk, b.pk, c.pk])
     assert {k: v["status"] for k, v in payloads.items()} == {str(a.pk): "superseded", str(b.pk): "active",
                                                              str(c.pk): "superseded"}
-    assert JobRun.objects.filter(job="merge", tenant=alice, status="done").count() == 1
+    assert JobRun.objects.unscoped().filter(job="merge", tenant=alice, status="done").count() == 1
 
     (again,) = drain("merge", memories_merge, alice)
     assert again["superseded"] == 0
@@ -80,7 +80,7 @@ def test_merge_never_folds_a_contradiction(alice, alice_user):
     nyc = memory_make(alice, alice_user, "My destination is New York", subject="destination", value="NYC")
     nyc2 = memory_make(alice, alice_user, "My destination is New York!", subject="destination", value="Newark")
     drain("merge", memories_merge, alice)
-    assert set(MemoryRecord.objects.filter(pk__in=[nyc.pk, nyc2.pk]).values_list("status", flat=True)) == {"active"}
+    assert set(MemoryRecord.objects.unscoped().filter(pk__in=[nyc.pk, nyc2.pk]).values_list("status", flat=True)) == {"active"}
 
 
 def test_merge_is_bounded_and_resumes_from_its_cursor(alice, make_tenant):
@@ -93,7 +93,7 @@ def test_merge_is_bounded_and_resumes_from_its_cursor(alice, make_tenant):
     outs = drain("merge", memories_merge, alice, limit=2)
     assert len(outs) == 3 and [o["more"] for o in outs] == [True, True, False]
     assert sum(o["superseded"] for o in outs) == 3
-    assert MemoryRecord.objects.filter(status="active").count() == 3
+    assert MemoryRecord.objects.unscoped().filter(status="active").count() == 3
 
 
 def test_a_merge_pass_visits_only_users_changed_since_the_last_complete_pass(alice, monkeypatch):
@@ -170,7 +170,7 @@ def test_decay_falls_with_idle_time_rises_with_use_and_is_idempotent(alice, alic
                        access_count=5)
     fresh = memory_make(alice, alice_user, "A fresh fact", importance=0.8, last_accessed_at=now)
     drain("decay", memories_decay, alice)
-    rows = {r.pk: r for r in MemoryRecord.objects.all()}
+    rows = {r.pk: r for r in MemoryRecord.objects.unscoped().all()}
     assert rows[idle.pk].importance == pytest.approx(0.2, abs=0.01)  # two half-lives
     assert rows[idle.pk].importance < rows[used.pk].importance < rows[fresh.pk].importance + 0.5
     assert rows[fresh.pk].importance >= 0.79
@@ -178,17 +178,17 @@ def test_decay_falls_with_idle_time_rises_with_use_and_is_idempotent(alice, alic
 
     (again,) = drain("decay", memories_decay, alice)
     assert again["changed"] == 0
-    assert MemoryRecord.objects.get(pk=idle.pk).importance == rows[idle.pk].importance
+    assert MemoryRecord.objects.unscoped().get(pk=idle.pk).importance == rows[idle.pk].importance
 
 
 def test_decay_keeps_a_new_base_when_importance_was_changed_elsewhere(alice, alice_user, settings):
     settings.MEMORY_DECAY_HALF_LIFE_DAYS = {"default": 10}
     m = memory_make(alice, alice_user, "A fact", importance=0.8, created_at=clock.now() - timedelta(days=10))
     drain("decay", memories_decay, alice)
-    assert MemoryRecord.objects.get(pk=m.pk).importance == pytest.approx(0.4, abs=0.01)
-    MemoryRecord.objects.filter(pk=m.pk).update(importance=1.0, last_accessed_at=clock.now())  # reinforced
+    assert MemoryRecord.objects.unscoped().get(pk=m.pk).importance == pytest.approx(0.4, abs=0.01)
+    MemoryRecord.objects.unscoped().filter(pk=m.pk).update(importance=1.0, last_accessed_at=clock.now())  # reinforced
     drain("decay", memories_decay, alice)
-    assert MemoryRecord.objects.get(pk=m.pk).importance == pytest.approx(1.0, abs=0.01)
+    assert MemoryRecord.objects.unscoped().get(pk=m.pk).importance == pytest.approx(1.0, abs=0.01)
 
 
 def test_effective_importance_shape(settings):
@@ -208,10 +208,10 @@ def test_a_forgotten_memory_is_gone_from_database_and_qdrant_with_a_tombstone(al
     old = clock.now() - timedelta(days=8)
     expired = memory_make(alice, alice_user, "Secret door code was 4411", status="expired", status_changed_at=old)
     deleted = memory_make(alice, alice_user, "Old phone number 555", status="active")
-    from memory.controls import memory_delete
+    from memory.actions import memory_delete
 
     memory_delete(tenant=alice, memory=deleted, actor_type="end_user")
-    MemoryRecord.objects.filter(pk=deleted.pk).update(status_changed_at=old)
+    MemoryRecord.objects.unscoped().filter(pk=deleted.pk).update(status_changed_at=old)
     recent = memory_make(alice, alice_user, "Recently expired", status="expired",
                          status_changed_at=clock.now() - timedelta(days=1))
     decayed = memory_make(alice, alice_user, "Long decayed", metadata={"decay": {"below_since": old.timestamp()}})
@@ -223,14 +223,14 @@ def test_a_forgotten_memory_is_gone_from_database_and_qdrant_with_a_tombstone(al
     assert out["forgotten"] == 3
 
     gone = [expired.pk, deleted.pk, decayed.pk]
-    assert not MemoryRecord.objects.filter(pk__in=gone).exists()
+    assert not MemoryRecord.objects.unscoped().filter(pk__in=gone).exists()
     assert points_of(alice, alice_user, gone) == {}
-    assert set(MemoryRecord.objects.values_list("pk", flat=True)) == {recent.pk, decaying.pk}
-    tombstones = MemoryEvent.objects.filter(action="forgotten")
+    assert set(MemoryRecord.objects.unscoped().values_list("pk", flat=True)) == {recent.pk, decaying.pk}
+    tombstones = MemoryEvent.objects.unscoped().filter(action="forgotten")
     assert {t.memory_uuid for t in tombstones} == set(gone)
     assert all(t.memory_id is None and t.actor_type == "system" and t.note for t in tombstones)
     # The forgotten text survives nowhere in the history.
-    for event in MemoryEvent.objects.filter(memory_uuid__in=gone):
+    for event in MemoryEvent.objects.unscoped().filter(memory_uuid__in=gone):
         assert "4411" not in str(event.before) + str(event.after)
         assert "555" not in str(event.before) + str(event.after)
 
@@ -245,16 +245,17 @@ def test_forget_applies_the_tenants_retention(alice, alice_user):
     used = memory_make(alice, alice_user, "Used lately", created_at=clock.now() - timedelta(days=40),
                        last_accessed_at=clock.now() - timedelta(days=2))
     drain("forget", memories_forget, alice)
-    assert list(MemoryRecord.objects.values_list("pk", flat=True)) == [used.pk]
+    assert list(MemoryRecord.objects.unscoped().values_list("pk", flat=True)) == [used.pk]
     assert points_of(alice, alice_user, [stale.pk]) == {}
 
 
 # --- consolidate ---------------------------------------------------------------------------------------------
 
 def test_repeated_preference_events_become_one_fact_without_an_llm(alice, alice_user, alice_session):
-    from sessions.services import NewMessage, messages_append
+    from sessions.services import NewMessage
+    from orchestration.messages import messages_record
 
-    msgs = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
+    msgs = messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content=t) for t in ("I prefer aisle seats.", "i prefer aisle seats",
                                                      "I prefer aisle  seats!", "I went to Paris", "I went to Paris")])
     events = [memory_make(alice, alice_user, m.content, kind="event", source_message=m, session=alice_session,
@@ -263,19 +264,19 @@ def test_repeated_preference_events_become_one_fact_without_an_llm(alice, alice_
     (out,) = drain("consolidate", memories_consolidate, alice)
     assert out["facts"] == 1 and out["events_superseded"] == 3 and out["method"] == "rules"
 
-    fact = MemoryRecord.objects.get(kind="preference")
+    fact = MemoryRecord.objects.unscoped().get(kind="preference")
     assert fact.status == "active" and fact.source_type == "user_stated"
     assert fact.text == "I prefer aisle  seats!"
     assert sorted(fact.source_message_ids) == sorted(str(m.pk) for m in msgs[:3])
     for e in events[:3]:
         e.refresh_from_db()
         assert (e.status, e.superseded_by_id) == ("superseded", fact.pk)
-    assert {e.status for e in MemoryRecord.objects.filter(pk__in=[e.pk for e in events[3:]])} == {"active"}
+    assert {e.status for e in MemoryRecord.objects.unscoped().filter(pk__in=[e.pk for e in events[3:]])} == {"active"}
     assert points_of(alice, alice_user, [fact.pk])[str(fact.pk)]["kind"] == "preference"
     assert _actions(fact) == ["created"]
 
     (again,) = drain("consolidate", memories_consolidate, alice)
-    assert again["facts"] == 0 and MemoryRecord.objects.filter(kind="preference").count() == 1
+    assert again["facts"] == 0 and MemoryRecord.objects.unscoped().filter(kind="preference").count() == 1
 
 
 def test_consolidation_with_an_llm_uses_structured_output(alice, alice_user, settings):
@@ -302,10 +303,10 @@ def test_consolidation_with_an_llm_uses_structured_output(alice, alice_user, set
     sent = json.loads(route.calls[0].request.content)
     assert sent["response_format"]["type"] == "json_schema"
     assert out["method"] == "llm" and out["facts"] == 1
-    fact = MemoryRecord.objects.get(extractor="consolidate")
+    fact = MemoryRecord.objects.unscoped().get(extractor="consolidate")
     assert (fact.text, fact.source_type, fact.status) == ("The user runs in the park most mornings.", "inferred",
                                                           "active")
-    assert set(MemoryRecord.objects.filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)) == {
+    assert set(MemoryRecord.objects.unscoped().filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)) == {
         "superseded"}
 
 
@@ -333,9 +334,9 @@ def test_an_llm_fact_held_for_review_leaves_the_events_and_is_not_proposed_again
         (again,) = drain("consolidate", memories_consolidate, alice)
     assert out["facts"] == 1 and out["held_for_review"] == 1 and out["events_superseded"] == 0
     assert route.call_count == 1 and again["facts"] == 0
-    fact = MemoryRecord.objects.get(extractor="consolidate")
+    fact = MemoryRecord.objects.unscoped().get(extractor="consolidate")
     assert (fact.status, fact.source_type) == ("pending_review", "inferred")
-    assert set(MemoryRecord.objects.filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)) == {
+    assert set(MemoryRecord.objects.unscoped().filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)) == {
         "active"}
 
 
@@ -344,18 +345,20 @@ def test_an_llm_fact_held_for_review_leaves_the_events_and_is_not_proposed_again
 def test_idle_session_buffers_are_compacted(alice, alice_user, settings):
     from context.buffer import buffer_get
     from sessions.models import Session
-    from sessions.services import NewMessage, messages_append, session_open
+    from sessions.services import NewMessage
+    from orchestration.sessions import session_start
+    from orchestration.messages import messages_record
 
     from infra.redis_client import Keys, get_redis
 
-    idle, _ = session_open(tenant=alice, user=alice_user)
-    messages_append(tenant=alice, session_id=idle.pk, enqueue_extraction=False, items=[
+    idle, _ = session_start(tenant=alice, user=alice_user)
+    messages_record(tenant=alice, session_id=idle.pk, enqueue_extraction=False, items=[
         NewMessage(role="user" if i % 2 == 0 else "assistant", content=f"turn {i} " + "words " * 40)
         for i in range(10)])
     buffer_get(tenant_id=str(alice.pk), user_id=str(alice_user.pk), session_id=str(idle.pk))
     key = Keys.session_buffer(alice.pk, alice_user.pk, idle.pk)
     size_before = get_redis().strlen(key)
-    Session.objects.filter(pk=idle.pk).update(last_activity_at=clock.now() - timedelta(hours=1))
+    Session.objects.unscoped().filter(pk=idle.pk).update(last_activity_at=clock.now() - timedelta(hours=1))
 
     (out,) = drain("compact_buffers", buffers_compact, alice)
     assert out["idle_sessions"] == 1 and out["with_buffer"] == 1 and out["compacted"] == 1
@@ -378,8 +381,8 @@ def test_reconcile_repairs_missing_points_orphans_and_drift(alice, alice_user):
     fine = memory_make(alice, alice_user, "Nothing wrong with me")
     store.delete(scope, [str(missing.pk)])
     store.set_payload(scope, str(drift.pk), {"status": "superseded", "importance": 0.01})
-    MemoryRecord.objects.filter(pk=stale_text.pk).update(text="My locker number is 47")
-    MemoryRecord.objects.filter(pk=deleted.pk).update(status="deleted")
+    MemoryRecord.objects.unscoped().filter(pk=stale_text.pk).update(text="My locker number is 47")
+    MemoryRecord.objects.unscoped().filter(pk=deleted.pk).update(status="deleted")
     orphan_id = "00000000-0000-4000-8000-000000000001"
     store.upsert([MemoryPoint(memory_id=orphan_id, dense=get_embedder().embed(["orphan"])[0], text="orphan",
                               payload={"tenant_id": str(alice.pk), "user_id": str(alice_user.pk),
@@ -426,6 +429,6 @@ def test_memory_reindex_rebuilds_every_point(alice, alice_user, bob):
     assert set(points_of(bob)) == {str(bobs.pk)}
     assert str(gone.pk) not in points_of(alice)
 
-    MemoryRecord.objects.filter(pk=mine[0].pk).delete()
+    MemoryRecord.objects.unscoped().filter(pk=mine[0].pk).delete()
     call_command("memory_reindex", "--no-progress", "--tenant", alice.slug)
     assert set(points_of(alice)) == {str(m.pk) for m in mine[1:]}

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from infra import clock
+from context.tasks import buffers_compact_task
 from memory.lifecycle import tasks
 from memory.models import JobRun, MemoryRecord
 from tests.memory.lifecycle_support import memory_make
@@ -14,7 +15,7 @@ from tests.memory.lifecycle_support import memory_make
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ALL_TASKS = [tasks.memories_merge_task, tasks.memories_decay_task, tasks.memories_expire_task,
-             tasks.memories_forget_task, tasks.memories_consolidate_task, tasks.buffers_compact_task,
+             tasks.memories_forget_task, tasks.memories_consolidate_task, buffers_compact_task,
              tasks.vectors_reconcile_task]
 
 
@@ -44,7 +45,7 @@ def test_a_bounded_run_re_enqueues_itself_with_its_cursor(alice, alice_user, set
 
     last = tasks.memories_decay_task.apply(kwargs=again["kwargs"]).get()
     assert last["checked"] == 1 and last["more"] is False and len(queued) == 1
-    assert JobRun.objects.filter(job="decay", tenant=alice, status="done").count() == 2
+    assert JobRun.objects.unscoped().filter(job="decay", tenant=alice, status="done").count() == 2
 
 
 @pytest.mark.parametrize("task", ALL_TASKS, ids=lambda t: t.name.rsplit(".", 1)[-1])
@@ -54,7 +55,7 @@ def test_every_task_runs_for_a_tenant_and_reports_what_it_did(task, alice, alice
     out = task.apply(kwargs={"tenant_id": str(alice.pk)}).get()
     json.dumps(out)
     assert out["tenant_id"] == str(alice.pk) and "run_id" in out
-    run = JobRun.objects.get(pk=out["run_id"])
+    run = JobRun.objects.unscoped().get(pk=out["run_id"])
     assert run.status == "done" and run.finished_at >= run.started_at
 
 
@@ -62,7 +63,7 @@ def test_a_task_for_a_tenant_that_is_gone_does_nothing(alice):
     import uuid
 
     out = tasks.memories_forget_task.apply(kwargs={"tenant_id": str(uuid.uuid4())}).get()
-    assert out["skipped"] == "tenant_gone" and not JobRun.objects.exists()
+    assert out["skipped"] == "tenant_gone" and not JobRun.objects.unscoped().exists()
 
 
 def test_tasks_route_to_the_maintenance_queue():
@@ -89,16 +90,18 @@ def test_migration_schedules_every_job_and_the_minute_tasks():
         migration.create_schedules(apps, None)
         migration.create_schedules(apps, None)
         expected += len(migration.SCHEDULES)
+    assert MigrationRecorder.Migration.objects.filter(app="infra", name="0003_moved_task_names").exists()
+    importlib.import_module("infra.migrations.0003_moved_task_names").forwards(apps, None)
     assert PeriodicTask.objects.count() == expected
 
     app.loader.import_default_modules()
     import memory.outbox  # noqa: F401
-    import sessions.tasks  # noqa: F401
+    import orchestration.tasks  # noqa: F401
 
     scheduled = {p.task: p for p in PeriodicTask.objects.filter(enabled=True).select_related("interval")}
     for task in [*ALL_TASKS, tasks.vectors_vacuum_task]:
         assert task.name in scheduled, task.name
-    for name in ("sessions.tasks.sessions_close_idle_task", "memory.outbox.outbox_flush_task"):
+    for name in ("orchestration.tasks.sessions_close_idle_task", "memory.outbox.outbox_flush_task"):
         assert (scheduled[name].interval.every, scheduled[name].interval.period) == (1, "minutes")
     for name in scheduled:
         assert name in app.tasks, f"beat would send an unregistered task: {name}"
@@ -108,4 +111,4 @@ def test_expire_task_end_to_end(alice, alice_user, monkeypatch):
     m = memory_make(alice, alice_user, "Boarding pass for today", expires_at=clock.now() - timedelta(seconds=1))
     out = tasks.memories_expire_task.apply(kwargs={"tenant_id": str(alice.pk)}).get()
     assert out["expired"] == 1
-    assert MemoryRecord.objects.get(pk=m.pk).status == "expired"
+    assert MemoryRecord.objects.unscoped().get(pk=m.pk).status == "expired"

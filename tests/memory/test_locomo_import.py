@@ -49,19 +49,19 @@ def test_import_keeps_dataset_dates_dia_ids_and_provenance(alice, settings):
     users = bench.import_sample(SAMPLE, alice)
     assert set(users) == {"Caroline", "Melanie"}
     for name, user in users.items():
-        sessions = list(Session.objects.filter(tenant=alice, user=user).order_by("opened_at"))
+        sessions = list(Session.objects.unscoped().filter(tenant=alice, user=user).order_by("opened_at"))
         assert [s.opened_at.date().isoformat() for s in sessions] == ["2023-05-08", "2023-06-27"]
         assert all(s.state == "closed" for s in sessions)
-        messages = Message.objects.filter(session__in=sessions)
+        messages = Message.objects.unscoped().filter(session__in=sessions)
         assert sorted(messages.values_list("external_id", flat=True)) == ["D1:1", "D1:2", "D1:3", "D2:1", "D2:2"]
         own = {m.external_id for m in messages.filter(role="user")}
         assert own == {t["dia_id"] for n in (1, 2) for t in SAMPLE["conversation"][f"session_{n}"]
                        if t["speaker"] == name}
-    dia_of = {str(mid): ext for mid, ext in Message.objects.filter(tenant=alice).values_list("pk", "external_id")}
-    events = MemoryRecord.objects.filter(tenant=alice, kind="event")
+    dia_of = {str(mid): ext for mid, ext in Message.objects.unscoped().filter(tenant=alice).values_list("pk", "external_id")}
+    events = MemoryRecord.objects.unscoped().filter(tenant=alice, kind="event")
     assert events.count() == 4  # "Hey Mel! Good to see you!" is chatter
-    for record in MemoryRecord.objects.filter(tenant=alice):
-        message = Message.objects.get(pk=record.source_message_id)
+    for record in MemoryRecord.objects.unscoped().filter(tenant=alice):
+        message = Message.objects.unscoped().get(pk=record.source_message_id)
         assert message.role == "user" and message.session.user_id == record.user_id
         assert record.created_at == message.created_at
     support = events.get(text__contains="support group")

@@ -62,7 +62,7 @@ def embedder():
 def make_memory(alice, alice_user):
     def _make(text, **kwargs):
         kwargs.setdefault("kind", "fact")
-        return MemoryRecord.objects.create(tenant=alice, user=alice_user, text=text, **kwargs)
+        return MemoryRecord.objects.unscoped().create(tenant=alice, user=alice_user, text=text, **kwargs)
     return _make
 
 
@@ -83,7 +83,7 @@ def test_points_are_applied_after_commit_not_before(alice, alice_user, make_memo
     [hit] = store.retrieve(_scope(alice, alice_user), [str(memory.id)])
     assert hit.payload == point_payload(memory)
     assert outbox_pending_count() == 0
-    assert VectorOutbox.objects.get().done_at is not None
+    assert VectorOutbox.objects.unscoped().get().done_at is not None
 
 
 def test_a_rolled_back_transaction_writes_no_point(alice, alice_user, make_memory,
@@ -124,17 +124,17 @@ def test_store_down_keeps_rows_pending_and_a_later_flush_applies_them(alice, ali
             with transaction.atomic():  # the request that committed sees no error
                 memories = [make_memory(f"booking reference {i}") for i in range(3)]
                 outbox_enqueue(tenant_id=alice.id, memory_ids=[m.id for m in memories])
-        rows = list(VectorOutbox.objects.all())
+        rows = list(VectorOutbox.objects.unscoped().all())
         assert len(rows) == 3
         assert all(r.done_at is None and r.attempts == 1 and "ConnectionRefused" in r.last_error for r in rows)
         assert outbox_flush_task() == 0  # still down: nothing applied, nothing raised
-        assert VectorOutbox.objects.filter(attempts=2).count() == 3
+        assert VectorOutbox.objects.unscoped().filter(attempts=2).count() == 3
     finally:
         set_vector_store(real)
     assert real.count(_scope(alice, alice_user)) == 0
     assert outbox_flush_task() == 3
     assert outbox_pending_count() == 0
-    db_count = MemoryRecord.objects.filter(tenant=alice, user=alice_user).count()
+    db_count = MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user).count()
     assert real.count(_scope(alice, alice_user)) == db_count == 3
 
 
@@ -166,7 +166,7 @@ def test_upsert_of_a_record_marked_deleted_removes_its_point(alice, alice_user, 
     memory = make_memory("old address")
     with django_capture_on_commit_callbacks(execute=True):
         outbox_enqueue(tenant_id=alice.id, memory_ids=[memory.id])
-    MemoryRecord.objects.filter(pk=memory.pk).update(status="deleted")
+    MemoryRecord.objects.unscoped().filter(pk=memory.pk).update(status="deleted")
     with django_capture_on_commit_callbacks(execute=True):
         outbox_enqueue(tenant_id=alice.id, memory_ids=[memory.id], op="upsert")
     assert get_vector_store().count(_scope(alice, alice_user)) == 0
@@ -191,7 +191,7 @@ def test_applying_twice_writes_nothing_twice(alice, alice_user, make_memory):
     memories = [make_memory(f"fact {i}") for i in range(3)]
     outbox_enqueue(tenant_id=alice.id, memory_ids=[m.id for m in memories])  # test transaction: not yet applied
     assert outbox_apply() == 3
-    VectorOutbox.objects.update(done_at=None)  # as if the worker died before recording completion
+    VectorOutbox.objects.unscoped().update(done_at=None)  # as if the worker died before recording completion
     assert outbox_apply() == 3
     assert get_vector_store().count(_scope(alice, alice_user)) == 3
 

@@ -10,8 +10,9 @@ from django.db.models import JSONField, Value
 
 from infra import clock
 from memory.models import MemoryRecord, MemoryStatus
-from memory.retrieval_reads import memory_rows, memory_rows_orm, turns_around, turns_around_orm
-from memory.services import memory_create
+from memory.retrieval_reads import memory_rows, memory_rows_orm
+from sessions.turn_reads import turns_around, turns_around_orm
+from memory.actions import memory_create
 from sessions.models import Message
 
 from .memory_support import record_turns
@@ -33,21 +34,21 @@ def stored(alice, bob, alice_user):
                                                          ("user", "My sister Ana lives in Porto since 2019.")])
     _, theirs = record_turns(bob, outsider, [("user", "I prefer window seats."), ("assistant", "Noted.")])
     gone = memory_create(tenant=alice, user=alice_user, kind="fact", text="I used to live in Leeds.")
-    MemoryRecord.objects.filter(pk=gone.pk).update(status=MemoryStatus.DELETED)
+    MemoryRecord.objects.unscoped().filter(pk=gone.pk).update(status=MemoryStatus.DELETED)
     stale = memory_create(tenant=alice, user=alice_user, kind="fact", text="My passport expires soon.")
-    MemoryRecord.objects.filter(pk=stale.pk).update(expires_at=clock.now() - timedelta(days=1))
+    MemoryRecord.objects.unscoped().filter(pk=stale.pk).update(expires_at=clock.now() - timedelta(days=1))
     dated = memory_create(tenant=alice, user=alice_user, kind="event", text="I landed in Porto yesterday.")
     odd = memory_create(tenant=alice, user=alice_user, kind="fact", text="My seat is 14C.")
-    MemoryRecord.objects.filter(pk=odd.pk).update(source_message_ids=Value(None, JSONField()))  # JSON null, no list
-    MemoryRecord.objects.filter(pk=dated.pk).update(metadata={"dates": DATES, "extractor_note": "kept out of reads"})
+    MemoryRecord.objects.unscoped().filter(pk=odd.pk).update(source_message_ids=Value(None, JSONField()))  # JSON null, no list
+    MemoryRecord.objects.unscoped().filter(pk=dated.pk).update(metadata={"dates": DATES, "extractor_note": "kept out of reads"})
     return {"other": memory_create(tenant=alice, user=other, kind="fact", text="Zed likes jazz."), "dated": str(dated.pk),
-            "outsider_ids": [str(pk) for pk in MemoryRecord.objects.filter(tenant=bob).values_list("pk", flat=True)],
+            "outsider_ids": [str(pk) for pk in MemoryRecord.objects.unscoped().filter(tenant=bob).values_list("pk", flat=True)],
             "gone": str(gone.pk), "stale": str(stale.pk), "messages": messages, "theirs": theirs, "session": session}
 
 
 def test_memory_rows_match_the_orm_and_keep_their_scope(alice, alice_user, stored):
     assert connection.vendor == "postgresql"  # the suite runs on PostgreSQL, so the SQL path is the one compared
-    mine = [str(pk) for pk in MemoryRecord.objects.filter(tenant=alice, user=alice_user,
+    mine = [str(pk) for pk in MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user,
                                                           status=MemoryStatus.ACTIVE).values_list("pk", flat=True)]
     asked = mine + [str(stored["other"].pk), stored["gone"], stored["stale"], *stored["outsider_ids"]]
     now = clock.now()
@@ -57,7 +58,7 @@ def test_memory_rows_match_the_orm_and_keep_their_scope(alice, alice_user, store
     assert set(native) == set(orm) == set(mine) - {stored["stale"]}
     assert native == orm  # every key and value: ids as strings, times exact to the microsecond, JSON parsed
     for memory_id, row in native.items():
-        record = MemoryRecord.objects.get(pk=memory_id)
+        record = MemoryRecord.objects.unscoped().get(pk=memory_id)
         assert (row["id"], row["created_at"]) == (str(record.pk), record.created_at)
     assert any(r["source_message_id"] for r in native.values())
     assert native[stored["dated"]]["dates"] == DATES  # of the metadata, only the dates are read
@@ -67,7 +68,7 @@ def test_memory_rows_match_the_orm_and_keep_their_scope(alice, alice_user, store
 
 
 def test_memory_rows_of_another_tenant_never_come_back_even_for_its_own_users(alice, stored):
-    bob_user_ids = [str(u) for u in MemoryRecord.objects.filter(pk__in=stored["outsider_ids"])
+    bob_user_ids = [str(u) for u in MemoryRecord.objects.unscoped().filter(pk__in=stored["outsider_ids"])
                     .values_list("user_id", flat=True)]
     assert not memory_rows(tenant=alice, user_ids=bob_user_ids, memory_ids=stored["outsider_ids"], now=clock.now())
 
@@ -89,7 +90,7 @@ def test_turns_around_match_the_orm_and_stay_in_the_tenant(alice, bob, stored):
                                                       (str(second.pk), str(first.pk)),
                                                       (str(second.pk), str(third.pk))}
     assert len(native) == 3
-    assert {m["session__user_id"] for m in native} == {str(Message.objects.get(pk=first.pk).session.user_id)}
+    assert {m["session__user_id"] for m in native} == {str(Message.objects.unscoped().get(pk=first.pk).session.user_id)}
     assert [m["pk"] for m in turns_around(tenant=bob, message_ids=asked)] == [str(theirs[1].pk)]
     assert turns_around(tenant=alice, message_ids=[]) == []
 
@@ -107,7 +108,7 @@ def test_each_row_carries_its_sessions_number_per_user_oldest_first_as_the_orm_c
     zed = stored["other"].user
     zeds, _ = record_turns(alice, zed, [("user", "I play the saxophone in a jazz band on Fridays.")])
     users = [str(alice_user.pk), str(zed.pk)]
-    asked = [str(pk) for pk in MemoryRecord.objects.filter(tenant=alice).values_list("pk", flat=True)]
+    asked = [str(pk) for pk in MemoryRecord.objects.unscoped().filter(tenant=alice).values_list("pk", flat=True)]
     now = clock.now()
     native = memory_rows(tenant=alice, user_ids=users, memory_ids=asked, now=now)
     orm = {r["id"]: r for r in memory_rows_orm(tenant=alice, user_ids=users, memory_ids=asked, now=now)}

@@ -5,7 +5,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from memory.services import memory_create
+from memory.actions import memory_create
 from infra.vector_store import set_vector_store
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -74,10 +74,12 @@ class World:
 def _build_world(make_tenant, django_user_model) -> World:
     from django.contrib.auth.models import Permission
 
-    from memory.extraction.pipeline import memory_extract
-    from memory.services import memory_create
-    from context.bridge import bridge_write
-    from sessions.services import NewMessage, messages_append, session_close, session_open
+    from orchestration.messages import message_extract
+    from memory.actions import memory_create
+    from orchestration.tasks import session_finish as _session_finish
+    from sessions.services import NewMessage
+    from orchestration.sessions import session_end, session_start
+    from orchestration.messages import messages_record
     from tenants.services import end_user_create
 
     world = World()
@@ -96,8 +98,8 @@ def _build_world(make_tenant, django_user_model) -> World:
             # The same external ids in every tenant: "user-0" of one tenant is not "user-0" of another.
             user = end_user_create(tenant=tenant, external_id=f"user-{j}", display_name=f"Pat {c}")
             world.users[(i, j)] = user
-            closed, _ = session_open(tenant=tenant, user=user, title=f"trip {c}", opened_at=T0)
-            rows = messages_append(tenant=tenant, session_id=closed.pk, enqueue_extraction=False, items=[
+            closed, _ = session_start(tenant=tenant, user=user, title=f"trip {c}", opened_at=T0)
+            rows = messages_record(tenant=tenant, session_id=closed.pk, enqueue_extraction=False, items=[
                 NewMessage(role="user", content=f"My favourite colour is {c}. I want to book a trip to {c} island.",
                            created_at=T0),
                 NewMessage(role="assistant", content=f"Noted: {c} it is.", created_at=T0 + timedelta(seconds=5)),
@@ -105,11 +107,11 @@ def _build_world(make_tenant, django_user_model) -> World:
                            created_at=T0 + timedelta(seconds=10)),
             ])
             for m in rows:
-                memory_extract(message_id=m.pk)
-            session_close(tenant=tenant, session_id=closed.pk)
-            bridge_write(session_id=closed.pk)
-            opened, _ = session_open(tenant=tenant, user=user, opened_at=T0 + timedelta(days=1))
-            rows += messages_append(tenant=tenant, session_id=opened.pk, enqueue_extraction=False, items=[
+                message_extract(tenant_id=m.tenant_id, message_id=m.pk)
+            session_end(tenant=tenant, session_id=closed.pk)
+            _session_finish(tenant_id=closed.tenant_id, session_id=closed.pk)
+            opened, _ = session_start(tenant=tenant, user=user, opened_at=T0 + timedelta(days=1))
+            rows += messages_record(tenant=tenant, session_id=opened.pk, enqueue_extraction=False, items=[
                 NewMessage(role="user", content=f"Remind me about {c} please.", created_at=T0 + timedelta(days=1))])
             record = memory_create(tenant=tenant, user=user, kind="fact", text=f"Pat's codename is {c}.",
                                    confidence=0.9)
@@ -117,7 +119,7 @@ def _build_world(make_tenant, django_user_model) -> World:
             world.messages[(i, j)] = [str(m.pk) for m in rows]
             from memory.models import MemoryRecord
 
-            world.memories[(i, j)] = [str(pk) for pk in MemoryRecord.objects.filter(user=user)
+            world.memories[(i, j)] = [str(pk) for pk in MemoryRecord.objects.unscoped().filter(user=user)
                                       .values_list("pk", flat=True)]
             assert record and str(record.pk) in world.memories[(i, j)]
     return world
@@ -132,10 +134,10 @@ def _foreign_state(world: World) -> str:
 
     parts = []
     for tenant in world.tenants:
-        parts.append(sorted(MemoryRecord.objects.filter(tenant=tenant).values_list("pk", "text", "status")))
-        parts.append(sorted(Session.objects.filter(tenant=tenant).values_list("pk", "state")))
-        parts.append(Message.objects.filter(tenant=tenant).count())
-        parts.append(sorted(EndUser.objects.filter(tenant=tenant).values_list("pk", "external_id")))
+        parts.append(sorted(MemoryRecord.objects.unscoped().filter(tenant=tenant).values_list("pk", "text", "status")))
+        parts.append(sorted(Session.objects.unscoped().filter(tenant=tenant).values_list("pk", "state")))
+        parts.append(Message.objects.unscoped().filter(tenant=tenant).count())
+        parts.append(sorted(EndUser.objects.unscoped().filter(tenant=tenant).values_list("pk", "external_id")))
         parts.append(get_vector_store().count(Scope(tenant_id=str(tenant.pk))))
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 

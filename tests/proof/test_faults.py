@@ -121,15 +121,17 @@ def broker():
 def test_worker_killed_mid_bridges_leaves_exactly_one_bridge_per_closed_session(alice, tmp_path, broker,
                                                                                 _redis_prefix):
     from sessions.models import BridgeSummary, Message, Session
-    from sessions.services import NewMessage, messages_append, session_close, session_open
+    from sessions.services import NewMessage
+    from orchestration.sessions import session_end, session_start
+    from orchestration.messages import messages_record
     from tenants.services import end_user_create
 
     sessions = []
     for n in range(24):
         user = end_user_create(tenant=alice, external_id=f"killed-{n}", display_name=f"User {n}")
-        session, _ = session_open(tenant=alice, user=user, opened_at=T0)
+        session, _ = session_start(tenant=alice, user=user, opened_at=T0)
         # Extraction is left to the bridge task (it enqueues what is still pending), so bridges lead the queue.
-        messages_append(tenant=alice, session_id=session.pk, enqueue_extraction=False, items=[
+        messages_record(tenant=alice, session_id=session.pk, enqueue_extraction=False, items=[
             NewMessage(role="user", content=f"I need a hotel in Lisbon for {n + 2} nights, under $200.",
                        created_at=T0),
             NewMessage(role="assistant", content="Here are three options near the river.", created_at=T0),
@@ -141,31 +143,31 @@ def test_worker_killed_mid_bridges_leaves_exactly_one_bridge_per_closed_session(
     worker.start()
     try:
         for sid in sessions:
-            session_close(tenant=alice, session_id=sid)
-        written = _wait(lambda: BridgeSummary.objects.filter(session_id__in=sessions).count() >= 3,
+            session_end(tenant=alice, session_id=sid)
+        written = _wait(lambda: BridgeSummary.objects.unscoped().filter(session_id__in=sessions).count() >= 3,
                         timeout=180, what=lambda: f"the first bridges (worker log:\n{worker.tail()})")
         # The worker takes its next task right after acknowledging the last one: kill it inside a task, not in
         # that gap (sampling once could land there and the kill would test nothing).
         in_flight = _wait(lambda: broker.hlen("unacked"), timeout=30, every=0.002,
                           what="a task taken and not yet acknowledged")
-        before_kill = BridgeSummary.objects.filter(session_id__in=sessions).count()
+        before_kill = BridgeSummary.objects.unscoped().filter(session_id__in=sessions).count()
         worker.kill()
         assert written and before_kill < len(sessions), "the worker finished before it could be killed"
         # The kill landed while tasks were taken but not acknowledged: those are the ones that must come back.
         assert in_flight >= 1, "nothing was in flight when the worker was killed"
 
         worker.start()
-        _wait(lambda: BridgeSummary.objects.filter(session_id__in=sessions).count() == len(sessions),
+        _wait(lambda: BridgeSummary.objects.unscoped().filter(session_id__in=sessions).count() == len(sessions),
               timeout=240, what=lambda: f"every bridge after the restart (worker log:\n{worker.tail()})")
-        per_session = {sid: BridgeSummary.objects.filter(session_id=sid).count() for sid in sessions}
-        closed = Session.objects.filter(pk__in=sessions, state=Session.State.CLOSED).count()
+        per_session = {sid: BridgeSummary.objects.unscoped().filter(session_id=sid).count() for sid in sessions}
+        closed = Session.objects.unscoped().filter(pk__in=sessions, state=Session.State.CLOSED).count()
         print(f"\nworker kill figure: {len(sessions)} sessions closed, {before_kill} bridges before SIGKILL with "
               f"{in_flight} task(s) in flight; after restart {sum(per_session.values())} bridges, "
               f"sessions with exactly one: {sum(1 for c in per_session.values() if c == 1)}/{closed}")
         assert closed == len(sessions)
         assert all(count == 1 for count in per_session.values()), per_session
         # The bridge task finishes a session's extraction; the killed run's share of it is not lost either.
-        _wait(lambda: not Message.objects.filter(session_id__in=sessions, role="user", extracted_at__isnull=True)
+        _wait(lambda: not Message.objects.unscoped().filter(session_id__in=sessions, role="user", extracted_at__isnull=True)
               .exists(), timeout=120, what=lambda: f"every user message extracted (worker log:\n{worker.tail()})")
     finally:
         worker.stop()
@@ -255,19 +257,21 @@ def _task_arguments(name: str, task, world: dict) -> dict:
 
 def _world_for_tasks(alice, alice_user) -> dict:
     from memory.models import MemoryRecord, VectorOutbox
-    from memory.services import memory_create
-    from sessions.services import NewMessage, messages_append, session_close, session_open
+    from memory.actions import memory_create
+    from sessions.services import NewMessage
+    from orchestration.sessions import session_end, session_start
+    from orchestration.messages import messages_record
 
     # A finished conversation (extraction, bridge, anchors still to do) and an idle open one.
-    closed, _ = session_open(tenant=alice, user=alice_user, opened_at=T0 - timedelta(days=400))
-    rows = messages_append(tenant=alice, session_id=closed.pk, enqueue_extraction=False, items=[
+    closed, _ = session_start(tenant=alice, user=alice_user, opened_at=T0 - timedelta(days=400))
+    rows = messages_record(tenant=alice, session_id=closed.pk, enqueue_extraction=False, items=[
         NewMessage(role="user" if i % 2 == 0 else "assistant",
                    content=(f"I want to fly from Boston to Denver on day {i}. I prefer aisle seats." if i % 2 == 0
                             else "Noted, looking for flights."),
                    created_at=T0 - timedelta(days=400) + timedelta(minutes=i))
         for i in range(30)])
-    session_close(tenant=alice, session_id=closed.pk)
-    session_open(tenant=alice, user=alice_user, opened_at=T0 - timedelta(days=300))
+    session_end(tenant=alice, session_id=closed.pk)
+    session_start(tenant=alice, user=alice_user, opened_at=T0 - timedelta(days=300))
     # Memories for the lifecycle jobs: duplicates to merge, repeated events to consolidate, old ones to decay
     # and forget, one already expired.
     old = T0 - timedelta(days=900)
@@ -281,10 +285,10 @@ def _world_for_tasks(alice, alice_user) -> dict:
                   importance=0.01)
     expired = memory_create(tenant=alice, user=alice_user, kind="goal", text="Ada wants to renew her passport.",
                             created_at=old)
-    MemoryRecord.objects.filter(pk=expired.pk).update(expires_at=old + timedelta(days=1))
-    ids = [str(pk) for pk in MemoryRecord.objects.filter(tenant=alice).values_list("pk", flat=True)]
+    MemoryRecord.objects.unscoped().filter(pk=expired.pk).update(expires_at=old + timedelta(days=1))
+    ids = [str(pk) for pk in MemoryRecord.objects.unscoped().filter(tenant=alice).values_list("pk", flat=True)]
     # Pending vector writes, as if the store had been down when they were recorded.
-    VectorOutbox.objects.bulk_create([VectorOutbox(tenant_id_value=alice.pk, memory_uuid=m, op="upsert")
+    VectorOutbox.objects.unscoped().bulk_create([VectorOutbox(tenant_id_value=alice.pk, memory_uuid=m, op="upsert")
                                       for m in ids[:3]])
     return {"message_id": str(rows[0].pk), "session_id": str(closed.pk), "tenant_id": str(alice.pk),
             "memory_ids": ids[:4], "at": T0.isoformat()}
@@ -295,7 +299,7 @@ def test_every_task_delivered_twice_changes_nothing_the_second_time(alice, alice
 
     world = _world_for_tasks(alice, alice_user)
     tasks = _our_tasks()
-    assert {"memory.tasks.memory_extract_task", "sessions.tasks.bridge_write_task"} <= set(tasks)
+    assert {"orchestration.tasks.message_extract_task", "orchestration.tasks.session_finish_task"} <= set(tasks)
     clock.set_now(T0)
     results, changed, worked = [], [], []
     try:
@@ -415,7 +419,7 @@ def test_redis_down_mid_conversation_answers_503_and_recovers_without_loss(alice
     ctx = client.get(f"/api/v1/sessions/{sid}/context", {"input": "What time?"})
     assert ctx.status_code == 200, ctx.content
     composed = json.dumps(ctx.json())
-    stored = list(Message.objects.filter(session_id=sid).order_by("seq").values_list("content", flat=True))
+    stored = list(Message.objects.unscoped().filter(session_id=sid).order_by("seq").values_list("content", flat=True))
     lost = [t for t in acked if t not in stored]
     missing_from_buffer = [t for t in acked if t not in composed]
     stored_though_refused = [t for t in refused if t in stored]
@@ -447,7 +451,7 @@ def test_qdrant_unreachable_turns_answer_without_memories_and_writes_wait_in_the
 
     from memory.models import MemoryRecord, MemoryStatus
     from memory.outbox import outbox_flush_task, outbox_pending_count
-    from memory.services import memory_create
+    from memory.actions import memory_create
     from infra.vector_store import Scope, get_vector_store, reset_vector_store, set_vector_store
     from infra.vector_store.server import ServerVectorStore
 
@@ -492,7 +496,7 @@ def test_qdrant_unreachable_turns_answer_without_memories_and_writes_wait_in_the
         set_vector_store(server)
         applied = outbox_flush_task.apply(throw=True).get()
         pending_after = outbox_pending_count(tenant_id=alice.pk)
-        active = MemoryRecord.objects.filter(tenant=alice).exclude(status=MemoryStatus.DELETED).count()
+        active = MemoryRecord.objects.unscoped().filter(tenant=alice).exclude(status=MemoryStatus.DELETED).count()
         in_store = server.count(Scope(tenant_id=str(alice.pk)))
         payloads = {h.memory_id: h.payload for h in
                     get_vector_store().retrieve(Scope(tenant_id=str(alice.pk)), [str(m.pk) for m in made])}

@@ -92,25 +92,27 @@ CONTROL = "I live in Porto and I prefer window seats on long flights."
 
 
 def _record(tenant, user, texts, *, start=T0):
-    from sessions.services import NewMessage, messages_append, session_open
+    from sessions.services import NewMessage
+    from orchestration.sessions import session_start
+    from orchestration.messages import messages_record
 
-    session, _ = session_open(tenant=tenant, user=user, opened_at=start)
+    session, _ = session_start(tenant=tenant, user=user, opened_at=start)
     items = [NewMessage(role="user", content=t, created_at=start + timedelta(seconds=30 * i))
              for i, t in enumerate(texts)]
-    return session, messages_append(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
+    return session, messages_record(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
 
 
 def _extract(messages):
-    from memory.extraction.pipeline import memory_extract
+    from orchestration.messages import message_extract
 
     for m in messages:
-        memory_extract(message_id=m.pk)
+        message_extract(tenant_id=m.tenant_id, message_id=m.pk)
 
 
 def _memories_from(message):
     from memory.models import MemoryRecord
 
-    return list(MemoryRecord.objects.filter(source_message_id=message.pk))
+    return list(MemoryRecord.objects.unscoped().filter(source_message_id=message.pk))
 
 
 def _poisoned(record, markers) -> list[str]:
@@ -188,11 +190,11 @@ def test_injections_an_llm_extractor_falls_for_are_not_stored(alice, alice_user,
 def test_remember_tool_path_refuses_instructions(alice, alice_user):
     """The assistant's remember tool ends in memory_remember: a fooled model must not plant an instruction there."""
     from memory.models import MemoryRecord
-    from memory.services import memory_remember
+    from memory.actions import memory_remember
 
     for payload, _ in PAYLOADS[:8]:
         memory_remember(tenant=alice, user=alice_user, kind="fact", text=payload)
-    stored = [r.text for r in MemoryRecord.objects.filter(tenant=alice) if INSTRUCTION.search(r.text)]
+    stored = [r.text for r in MemoryRecord.objects.unscoped().filter(tenant=alice) if INSTRUCTION.search(r.text)]
     print(f"\npoisoning figure (remember tool): 8 payloads, {len(stored)} stored as instructions")
     assert stored == []
 
@@ -211,13 +213,13 @@ HOSTILE_MEMORIES = [
 @pytest.mark.django_db(transaction=True)
 def test_retrieved_memories_are_rendered_only_inside_the_data_block(alice, alice_user):
     """Memories are planted directly (as if a filter had missed them), then composed into a turn's context."""
-    from memory.services import memory_create
+    from memory.actions import memory_create
     from context.composer import context_compose
-    from sessions.services import session_open
+    from orchestration.sessions import session_start
 
     for text in HOSTILE_MEMORIES:
         memory_create(tenant=alice, user=alice_user, kind="fact", text=text, confidence=0.9)
-    session, _ = session_open(tenant=alice, user=alice_user)
+    session, _ = session_start(tenant=alice, user=alice_user)
     ctx = context_compose(tenant=alice, session=session, new_input="What do you remember about Porto?")
     assert ctx.memory_status == "ok"
     assert ctx.memories, "retrieval found none of the planted memories"

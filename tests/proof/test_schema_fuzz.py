@@ -40,15 +40,17 @@ CONFORMANCE = [status_code_conformance, content_type_conformance, response_schem
 @pytest.fixture
 def world(make_tenant):
     """One tenant with real objects, so fuzzed ids sometimes name something that exists."""
-    from sessions.services import NewMessage, messages_append, session_open
+    from sessions.services import NewMessage
+    from orchestration.sessions import session_start
+    from orchestration.messages import messages_record
     from tenants.services import end_user_create
 
     tenant = make_tenant("Fuzz", requests_per_minute=1_000_000, tokens_per_minute=10_000_000)
     ids = defaultdict(list)
     for n in range(3):
         user = end_user_create(tenant=tenant, external_id=f"fuzz-user-{n}")
-        session, _ = session_open(tenant=tenant, user=user)
-        rows = messages_append(tenant=tenant, session_id=session.id, items=[
+        session, _ = session_start(tenant=tenant, user=user)
+        rows = messages_record(tenant=tenant, session_id=session.id, items=[
             NewMessage(role="user", content=f"I live in Lisbon and my dog is called Rex {n}."),
             NewMessage(role="assistant", content="Noted."),
         ])
@@ -57,7 +59,7 @@ def world(make_tenant):
         ids["message_id"].extend(str(m.id) for m in rows)
     try:
         from memory.models import MemoryRecord
-        ids["memory_id"].extend(str(i) for i in MemoryRecord.objects.filter(tenant=tenant).values_list("id", flat=True))
+        ids["memory_id"].extend(str(i) for i in MemoryRecord.objects.unscoped().filter(tenant=tenant).values_list("id", flat=True))
     except Exception:  # noqa: BLE001 - memories are optional here; random ids still exercise the 404 paths
         pass
     return tenant, ids

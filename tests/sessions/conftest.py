@@ -43,18 +43,18 @@ def word_embedder():
 @pytest.fixture
 def extract_calls(monkeypatch):
     """Extraction is another task's job; here we only record what the sessions code hands it."""
-    from memory.tasks import memory_extract_task
+    from orchestration.tasks import message_extract_task as memory_extract_task
 
     calls: list[str] = []
-    monkeypatch.setattr(memory_extract_task, "delay", lambda mid: calls.append(mid))
+    monkeypatch.setattr(memory_extract_task, "delay", lambda tenant_id, mid: calls.append(mid))
     return calls
 
 
 @pytest.fixture
 def bridge_calls(monkeypatch):
     """Record bridge tasks enqueued on close instead of sending them to a broker nobody consumes here."""
-    from sessions.tasks import bridge_write_task
+    from orchestration.tasks import session_finish_task as bridge_write_task
 
     calls: list[str] = []
-    monkeypatch.setattr(bridge_write_task, "delay", lambda sid: calls.append(sid))
+    monkeypatch.setattr(bridge_write_task, "delay", lambda tenant_id, sid: calls.append(sid))
     return calls

@@ -11,8 +11,9 @@ from infra.redis_client import Keys, get_redis
 from context.anchors import anchor_plan, anchors_fold, extractive_summary, sentence_score
 from context.buffer import buffer_get
 from sessions.models import SummaryAnchor
-from sessions.services import NewMessage, messages_append
-from sessions.tasks import anchor_fold_task
+from sessions.services import NewMessage
+from orchestration.messages import messages_record
+from context.tasks import anchor_fold_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,7 +41,7 @@ def ids(session) -> dict:
 
 def converse(tenant, session, user_turns, reply="Noted."):
     for text in user_turns:
-        messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+        messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
                         items=[NewMessage(role="user", content=text), NewMessage(role="assistant", content=reply)])
 
 
@@ -67,9 +68,9 @@ def test_every_n_turns_the_oldest_fold_into_a_persisted_anchor(alice, alice_sess
     settings.CONTINUUM_ANCHOR_EVERY_TURNS = 12
     settings.CONTINUUM_ANCHOR_KEEP_TURNS = 2
     converse(alice, alice_session, USER_TURNS[:13])
-    assert not SummaryAnchor.objects.filter(session=alice_session).exists()  # 13 - 2 < 12
+    assert not SummaryAnchor.objects.unscoped().filter(session=alice_session).exists()  # 13 - 2 < 12
     converse(alice, alice_session, USER_TURNS[13:])
-    anchor = SummaryAnchor.objects.get(session=alice_session)
+    anchor = SummaryAnchor.objects.unscoped().get(session=alice_session)
     assert (anchor.first_seq, anchor.last_seq, anchor.first_turn, anchor.last_turn) == (1, 24, 1, 12)
     assert anchor.method == "extractive"
     assert "SFO" in anchor.text and "aisle" in anchor.text and "$400" in anchor.text
@@ -84,7 +85,7 @@ def test_past_the_token_threshold_turns_fold_early_but_never_the_newest(alice, a
     settings.CONTINUUM_ANCHOR_TOKEN_THRESHOLD = 300
     long = "I need to compare these numbers: " + " ".join(str(i) for i in range(120))
     converse(alice, alice_session, [long, long, long])
-    anchors = list(SummaryAnchor.objects.filter(session=alice_session).order_by("first_seq"))
+    anchors = list(SummaryAnchor.objects.unscoped().filter(session=alice_session).order_by("first_seq"))
     assert anchors, "a fold past the threshold was expected"
     b = buffer_get(**ids(alice_session))
     assert b.recent and b.recent[-1]["seq"] == 6
@@ -93,7 +94,7 @@ def test_past_the_token_threshold_turns_fold_early_but_never_the_newest(alice, a
 
 def test_fold_plan_is_none_when_nothing_is_due(alice, alice_session):
     converse(alice, alice_session, ["I need a car."])
-    assert anchor_plan(session_id=alice_session.pk) is None
+    assert anchor_plan(tenant_id=alice_session.tenant_id, session_id=alice_session.pk) is None
     assert anchors_fold(**ids(alice_session)) == []
 
 
@@ -123,12 +124,12 @@ def test_abstractive_anchor_with_an_llm(alice, alice_session, settings):
     settings.CONTINUUM_ANCHOR_KEEP_TURNS = 2
     # With an LLM the append only queues the fold (the broker is real but no worker runs here) ...
     converse(alice, alice_session, USER_TURNS)
-    assert not SummaryAnchor.objects.filter(session=alice_session).exists()
+    assert not SummaryAnchor.objects.unscoped().filter(session=alice_session).exists()
     queued = Keys.lock(alice.pk, f"anchor-queued:{alice_session.pk}")
     assert get_redis().exists(queued)  # queued once, not once per append
     # ... and the task folds abstractively (run here in-process; JSON round trip of its argument).
-    assert anchor_fold_task.apply(args=json.loads(json.dumps([str(alice_session.pk)]))).get() == 1
-    made = list(SummaryAnchor.objects.filter(session=alice_session))
+    assert anchor_fold_task.apply(args=json.loads(json.dumps([str(alice_session.tenant_id), str(alice_session.pk)]))).get() == 1
+    made = list(SummaryAnchor.objects.unscoped().filter(session=alice_session))
     assert len(made) == 1 and made[0].method == "abstractive"
     assert made[0].text.startswith("User flies SFO to NYC") and "Delta 7am" in made[0].text
     assert not get_redis().exists(queued)

@@ -9,12 +9,13 @@ import redis
 from django.db import connection
 
 from infra.redis_client import Keys, get_redis
-from sessions import buffer as buf_mod
+from context import buffer as buf_mod
 from context.buffer import (buffer_add_facts, buffer_add_subgoal, buffer_append_messages, buffer_compact,
                              buffer_complete_subgoal, buffer_delete, buffer_get, buffer_record_tool, buffer_set_goal,
                              buffer_update_notes)
 from sessions.models import Message, Session, SummaryAnchor
-from sessions.services import NewMessage, messages_append
+from sessions.services import NewMessage
+from orchestration.messages import messages_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +30,7 @@ def raw_doc(session) -> dict | None:
 
 
 def say(tenant, session, *texts, role="user"):
-    return messages_append(tenant=tenant, session_id=session.pk,
+    return messages_record(tenant=tenant, session_id=session.pk,
                            items=[NewMessage(role=role, content=t) for t in texts], enqueue_extraction=False)
 
 
@@ -156,13 +157,13 @@ def test_fifty_concurrent_writers_lose_no_update(alice, alice_session):
     for t in threads:
         t.join(timeout=120)
     assert not errors, errors[:3]
-    assert Message.objects.filter(session=alice_session).count() == 50
+    assert Message.objects.unscoped().filter(session=alice_session).count() == 50
 
     doc = raw_doc(alice_session)  # straight from Redis, before any read could catch it up
     assert covered(doc) == set(range(1, 51))
     assert doc["seq"] == 50 and doc["turns"] == 50
     # Folds raced too: the anchors in the database tile the folded range without overlap.
-    spans = list(SummaryAnchor.objects.filter(session=alice_session).order_by("first_seq")
+    spans = list(SummaryAnchor.objects.unscoped().filter(session=alice_session).order_by("first_seq")
                  .values_list("first_seq", "last_seq"))
     assert spans and spans[0][0] == 1
     assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:]))
@@ -197,7 +198,7 @@ def test_fifty_concurrent_state_writers_lose_no_update(alice, alice_session, set
     assert {s["text"] for s in doc["subgoals"]} == {f"subgoal {i}" for i in range(50)}
     assert {t["tool"] for t in doc["tools"]} == {f"tool_{i}" for i in range(50)}
     # The snapshot on the row is the newest one, whatever order the writers' updates landed in.
-    session = Session.objects.get(pk=alice_session.pk)
+    session = Session.objects.unscoped().get(pk=alice_session.pk)
     assert session.working_version == doc["v"] or len(session.working_state["tools"]) == 50
     assert {t["tool"] for t in session.working_state["tools"]} == {f"tool_{i}" for i in range(50)}
 
@@ -228,9 +229,9 @@ def test_facts_rebuild_from_memory_records_of_the_session(alice, alice_user, ali
     from memory.models import MemoryRecord
 
     say(alice, alice_session, "I am allergic to peanuts.")
-    rec = MemoryRecord.objects.create(tenant=alice, user=alice_user, kind="fact", text="Allergic to peanuts",
+    rec = MemoryRecord.objects.unscoped().create(tenant=alice, user=alice_user, kind="fact", text="Allergic to peanuts",
                                       session=alice_session)
-    MemoryRecord.objects.create(tenant=alice, user=alice_user, kind="fact", text="old, superseded",
+    MemoryRecord.objects.unscoped().create(tenant=alice, user=alice_user, kind="fact", text="old, superseded",
                                 session=alice_session, status="superseded")
     buffer_delete(**ids(alice_session))
     b = buffer_get(**ids(alice_session))

@@ -5,7 +5,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from infra.tokens import count_message_tokens
-from sessions.services import NewMessage, messages_append
+from sessions.services import NewMessage
+from orchestration.messages import messages_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,7 +18,7 @@ def url(session_id, **params) -> str:
 
 
 def test_context_returns_messages_breakdown_and_budget(alice, alice_client, alice_session):
-    messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
+    messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
                     items=[NewMessage(role="user", content="I need a flight to Oslo on Friday."),
                            NewMessage(role="assistant", content="Found SAS at 9am for $210.")])
     r = alice_client.get(url(alice_session.pk, input="Is there a later one?", budget=2000))

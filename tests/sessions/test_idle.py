@@ -6,15 +6,17 @@ from datetime import timedelta
 import pytest
 
 from infra import clock
-from sessions.idle import sessions_close_idle
+from orchestration.sessions import sessions_close_idle
 from sessions.models import Session
-from sessions.services import NewMessage, messages_append, session_open
+from sessions.services import NewMessage
+from orchestration.sessions import session_start
+from orchestration.messages import messages_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def quiet_for(session, minutes: int):
-    Session.objects.filter(pk=session.pk).update(last_activity_at=clock.now() - timedelta(minutes=minutes))
+    Session.objects.unscoped().filter(pk=session.pk).update(last_activity_at=clock.now() - timedelta(minutes=minutes))
 
 
 def users(tenant, n):
@@ -25,13 +27,13 @@ def users(tenant, n):
 
 def test_idle_sessions_close_by_their_tenants_timeout(make_tenant, bridge_calls):
     brisk, patient = make_tenant("Brisk", idle_timeout_minutes=30), make_tenant("Patient", idle_timeout_minutes=120)
-    a, b = (session_open(tenant=brisk, user=u)[0] for u in users(brisk, 2))
-    c = session_open(tenant=patient, user=users(patient, 1)[0])[0]
+    a, b = (session_start(tenant=brisk, user=u)[0] for u in users(brisk, 2))
+    c = session_start(tenant=patient, user=users(patient, 1)[0])[0]
     quiet_for(a, 31)
     quiet_for(b, 10)
     quiet_for(c, 60)
     assert sessions_close_idle() == {"closed": 1, "more": False}
-    states = {s.pk: (s.state, s.close_reason) for s in Session.objects.all()}
+    states = {s.pk: (s.state, s.close_reason) for s in Session.objects.unscoped().all()}
     assert states[a.pk] == ("closed", "idle") and states[b.pk][0] == "open" and states[c.pk][0] == "open"
     assert bridge_calls == [str(a.pk)]
     assert sessions_close_idle() == {"closed": 0, "more": False}  # a second run changes nothing
@@ -39,27 +41,27 @@ def test_idle_sessions_close_by_their_tenants_timeout(make_tenant, bridge_calls)
 
 
 def test_idle_close_is_bounded_per_run(alice, bridge_calls):
-    sessions = [session_open(tenant=alice, user=u)[0] for u in users(alice, 3)]
+    sessions = [session_start(tenant=alice, user=u)[0] for u in users(alice, 3)]
     for s in sessions:
         quiet_for(s, 45)
     assert sessions_close_idle(limit=2) == {"closed": 2, "more": True}
     assert sessions_close_idle(limit=2) == {"closed": 1, "more": False}
-    assert Session.objects.filter(state="closed").count() == 3 and len(bridge_calls) == 3
+    assert Session.objects.unscoped().filter(state="closed").count() == 3 and len(bridge_calls) == 3
 
 
 def test_a_message_keeps_a_session_open(alice, alice_session, bridge_calls):
     quiet_for(alice_session, 45)
-    messages_append(tenant=alice, session_id=alice_session.pk, items=[NewMessage(role="user", content="still here")],
+    messages_record(tenant=alice, session_id=alice_session.pk, items=[NewMessage(role="user", content="still here")],
                     enqueue_extraction=False)
     assert sessions_close_idle() == {"closed": 0, "more": False}
-    assert Session.objects.get(pk=alice_session.pk).state == "open"
+    assert Session.objects.unscoped().get(pk=alice_session.pk).state == "open"
 
 
 def test_the_beat_task_is_registered_under_its_name(alice, alice_session, bridge_calls):
     from config.celery import app
-    from sessions.tasks import sessions_close_idle_task
+    from orchestration.tasks import sessions_close_idle_task
 
-    assert "sessions.tasks.sessions_close_idle_task" in app.tasks
+    assert "orchestration.tasks.sessions_close_idle_task" in app.tasks
     quiet_for(alice_session, 45)
     assert sessions_close_idle_task.apply().get() == 1
-    assert Session.objects.get(pk=alice_session.pk).close_reason == "idle"
+    assert Session.objects.unscoped().get(pk=alice_session.pk).close_reason == "idle"

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-from context.bridge import bridge_write
+from orchestration.tasks import session_finish as _session_finish
 from context.composer import context_compose
 from context.links import reference_in
 from sessions.models import Session, SessionLink
-from sessions.services import NewMessage, messages_append, session_close, session_open
+from sessions.services import NewMessage
+from orchestration.sessions import session_end, session_start
+from orchestration.context import turn_context
+from orchestration.messages import messages_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -21,15 +24,15 @@ def _quiet(settings, extract_calls, bridge_calls):
 
 def chat(tenant, session, *texts):
     for text in texts:
-        messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+        messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
                         items=[NewMessage(role="user", content=text)])
 
 
 def past_session(tenant, user, *texts) -> Session:
-    session, _ = session_open(tenant=tenant, user=user)
+    session, _ = session_start(tenant=tenant, user=user)
     chat(tenant, session, *texts)
-    session_close(tenant=tenant, session_id=session.pk)
-    bridge_write(session_id=session.pk)
+    session_end(tenant=tenant, session_id=session.pk)
+    _session_finish(tenant_id=session.tenant_id, session_id=session.pk)
     return session
 
 
@@ -44,7 +47,7 @@ def history(alice, alice_user):
 
 
 def kinds(session) -> dict[str, str]:
-    return {link.kind: str(link.to_session_id) for link in SessionLink.objects.filter(from_session=session)}
+    return {link.kind: str(link.to_session_id) for link in SessionLink.objects.unscoped().filter(from_session=session)}
 
 
 def test_reference_phrases():
@@ -56,12 +59,12 @@ def test_reference_phrases():
 
 
 def test_a_new_session_links_to_the_previous_one(alice, alice_user, history):
-    session, _ = session_open(tenant=alice, user=alice_user)
+    session, _ = session_start(tenant=alice, user=alice_user)
     assert kinds(session) == {"same_user": str(history["groceries"].pk)}
 
 
 def test_first_message_links_a_similar_goal(alice, alice_user, history):
-    session, _ = session_open(tenant=alice, user=alice_user)
+    session, _ = session_start(tenant=alice, user=alice_user)
     chat(session.tenant, session, "I need a flight to Lisbon in June.")
     links = kinds(session)
     assert links["similar_goal"] == str(history["lisbon"].pk)
@@ -72,13 +75,13 @@ def test_first_message_links_a_similar_goal(alice, alice_user, history):
 
 
 def test_first_message_links_the_referenced_session(alice, alice_user, history):
-    session, _ = session_open(tenant=alice, user=alice_user)
+    session, _ = session_start(tenant=alice, user=alice_user)
     chat(session.tenant, session, "Can you check again on the hotel we discussed?")
     assert kinds(session)["referenced_context"] == str(history["tokyo"].pk)
 
 
 def test_like_last_time_refers_to_the_latest_session(alice, alice_user, history):
-    session, _ = session_open(tenant=alice, user=alice_user)
+    session, _ = session_start(tenant=alice, user=alice_user)
     chat(session.tenant, session, "Same as last time please.")
     assert kinds(session)["referenced_context"] == str(history["groceries"].pk)
 
@@ -87,19 +90,19 @@ def test_no_links_to_other_users_or_tenants(alice, alice_user, bob, history):
     from tenants.services import end_user_create
 
     other = end_user_create(tenant=alice, external_id="someone-else")
-    session, _ = session_open(tenant=alice, user=other)
+    session, _ = session_start(tenant=alice, user=other)
     chat(alice, session, "I need a flight to Lisbon in May, under $500.")
     assert kinds(session) == {}
     bob_user = end_user_create(tenant=bob, external_id="bob-user")
-    bob_session, _ = session_open(tenant=bob, user=bob_user)
+    bob_session, _ = session_start(tenant=bob, user=bob_user)
     chat(bob, bob_session, "I need a flight to Lisbon in May, like last time.")
     assert kinds(bob_session) == {}
 
 
 def test_the_linked_bridges_are_injected_on_the_first_turn_only(alice, alice_user, history):
-    session, _ = session_open(tenant=alice, user=alice_user)
+    session, _ = session_start(tenant=alice, user=alice_user)
     # asked before the first message is stored: links are worked out on the fly
-    ctx = context_compose(tenant=alice, session=session, new_input="Rebook the flight we discussed, to Lisbon",
+    ctx = turn_context(tenant=alice, session=session, new_input="Rebook the flight we discussed, to Lisbon",
                           include_memories=False)
     assert ctx.first_turn
     system = ctx.messages[0]["content"]
@@ -110,16 +113,16 @@ def test_the_linked_bridges_are_injected_on_the_first_turn_only(alice, alice_use
     assert ctx.breakdown["bridge"] > 0
 
     chat(alice, session, "Rebook the flight we discussed, to Lisbon")
-    messages_append(tenant=alice, session_id=session.pk, enqueue_extraction=False,
+    messages_record(tenant=alice, session_id=session.pk, enqueue_extraction=False,
                     items=[NewMessage(role="assistant", content="Sure.")])
     session.refresh_from_db()
-    later = context_compose(tenant=alice, session=session, new_input="Thanks", include_memories=False)
+    later = turn_context(tenant=alice, session=session, new_input="Thanks", include_memories=False)
     assert not later.first_turn and later.breakdown["bridge"] == 0
     assert "Where earlier sessions left off" not in later.messages[0]["content"]
 
 
 def test_links_api_lists_links_with_bridges(alice, alice_client, alice_user, history):
-    session, _ = session_open(tenant=alice, user=alice_user)
+    session, _ = session_start(tenant=alice, user=alice_user)
     chat(alice, session, "I need a flight to Lisbon in June.")
     r = alice_client.get(f"/api/v1/sessions/{session.pk}/links")
     assert r.status_code == 200, r.content

@@ -173,6 +173,6 @@ def test_secrets_are_redacted_before_the_message_is_stored(alice_client, alice_s
     r = alice_client.post(url, {"role": "user", "content": f"my card is {card} and my key is {key}, ok?"},
                           format="json")
     assert r.status_code == 201
-    stored = Message.objects.get(session=alice_session).content
+    stored = Message.objects.unscoped().get(session=alice_session).content
     assert card not in stored and key not in stored
     assert "[redacted]" in stored and stored.endswith("ok?")
