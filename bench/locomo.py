@@ -133,10 +133,9 @@ def turn_content(turn: dict) -> str:
 
 def import_sample(sample: dict, tenant) -> dict:
     """One conversation through the service: users, sessions with dataset dates, messages, close, extraction."""
-    from memory.extraction.pipeline import session_extract_pending
-    from sessions.services import NewMessage
+    from orchestration.messages import message_extract, messages_pending_extraction, messages_record
     from orchestration.sessions import session_end, session_start
-    from orchestration.messages import messages_record
+    from sessions.services import NewMessage
     from tenants.services import end_user_create
 
     conv = sample["conversation"]
@@ -146,15 +145,16 @@ def import_sample(sample: dict, tenant) -> dict:
     for number, started, turns in sessions_of(conv):
         for name, user in users.items():
             session, _ = session_start(tenant=tenant, user=user, external_id=f"{sample['sample_id']}:{number}",
-                                      opened_at=started)
+                                       opened_at=started)
             items = [NewMessage(role="user" if t["speaker"] == name else "assistant",
                                 name="" if t["speaker"] == name else t["speaker"], content=turn_content(t),
                                 external_id=t["dia_id"], created_at=started + timedelta(seconds=30 * i))
                      for i, t in enumerate(turns)]
             messages_record(tenant=tenant, session_id=session.pk, items=items)  # extraction enqueued (eager)
             session_end(tenant=tenant, session_id=session.pk, reason="import",
-                          closed_at=started + timedelta(seconds=30 * len(turns)))
-            session_extract_pending(session_id=session.pk)  # anything the eager queue left behind
+                        closed_at=started + timedelta(seconds=30 * len(turns)))
+            for mid in messages_pending_extraction(tenant_id=tenant.pk, session_id=session.pk, limit=10_000):
+                message_extract(tenant_id=tenant.pk, message_id=mid)  # anything the eager queue left behind
     return users
 
 
@@ -168,7 +168,7 @@ def _reused_import(marker: Path, data: list[dict], Tenant, EndUser):
     tenant = Tenant.objects.filter(pk=saved["tenant_id"]).first()
     if tenant is None:
         raise SystemExit(f"{marker} names a tenant this database lacks; give the same --database-url")
-    found = {str(u.pk): u for u in EndUser.objects.unscoped().filter(tenant=tenant)}
+    found = {str(u.pk): u for u in EndUser.objects.for_tenant(tenant)}
     users = {sid: {name: found[uid] for name, uid in names.items()} for sid, names in saved["users"].items()}
     return tenant, users, saved.get("import_seconds", 0.0)
 
@@ -209,6 +209,7 @@ def main(argv=None) -> dict:
     from infra.tokens import count_tokens
     from memory.models import MemoryRecord
     from memory.retrieval import memory_retrieve_for_users
+    from sessions.turn_reads import turns_around
     from context.composer import ContextBudget
     from sessions.models import Message
     from tenants.models import EndUser, Tenant
@@ -235,7 +236,7 @@ def main(argv=None) -> dict:
         users_by_sample = {}
         for sample in data:
             users_by_sample[sample["sample_id"]] = import_sample(sample, tenant)
-            print(f"imported {sample['sample_id']}: {MemoryRecord.objects.unscoped().filter(tenant=tenant).count()} memories "
+            print(f"imported {sample['sample_id']}: {MemoryRecord.objects.for_tenant(tenant).count()} memories "
                   f"so far", flush=True)
         import_seconds = time.perf_counter() - t0
         if args.reuse_dir:
@@ -251,13 +252,13 @@ def main(argv=None) -> dict:
         # Planner statistics, as autovacuum would have them on a live database (some servers run without it):
         # without them PostgreSQL guesses one row per filter and picks poor plans for the retrieval queries.
         cursor.execute("ANALYZE")
-    dia_of = {str(mid): ext for mid, ext in Message.objects.unscoped().filter(tenant=tenant).values_list("pk", "external_id")}
+    dia_of = {str(mid): ext for mid, ext in Message.objects.for_tenant(tenant).values_list("pk", "external_id")}
     baseline_lines = {s["sample_id"]: [f"{t['speaker']}: {t['text']}" for _, _, ts in sessions_of(s["conversation"])
                                        for t in ts] for s in data}
     embedder.embed([line for lines in baseline_lines.values() for line in lines])  # the baseline's index
     embedder.caching = False
-    with_provenance = MemoryRecord.objects.unscoped().filter(tenant=tenant, source_message__isnull=False).count()
-    total_memories = MemoryRecord.objects.unscoped().filter(tenant=tenant).count()
+    with_provenance = MemoryRecord.objects.for_tenant(tenant).filter(source_message__isnull=False).count()
+    total_memories = MemoryRecord.objects.for_tenant(tenant).count()
 
     ours = {"recall_at": {k: [] for k in KS}, "recall_within": {b: [] for b in BUDGETS},
             "tokens": {b: [] for b in BUDGETS}, "latency_ms": [], "latency_ms_topk": [], "latency_ms_turn": [],
@@ -296,7 +297,7 @@ def main(argv=None) -> dict:
             # The call a turn's context makes: the composer's k and memory-section budget (reported beside).
             start = time.perf_counter()
             memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=turn_k,
-                                      token_budget=turn_budget, record_access=False)
+                                      token_budget=turn_budget, record_access=False, neighbours=turns_around)
             ours["latency_ms_turn"].append((time.perf_counter() - start) * 1000)
             for k in KS:
                 found = set().union(*[memory_dia_ids(m, dia_of) for m in top[:k]]) if top else set()
@@ -304,7 +305,7 @@ def main(argv=None) -> dict:
             for budget in BUDGETS:
                 start = time.perf_counter()
                 got = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=1000,
-                                                token_budget=budget, record_access=False)
+                                                token_budget=budget, record_access=False, neighbours=turns_around)
                 elapsed = (time.perf_counter() - start) * 1000
                 if budget == 1000:
                     ours["latency_ms"].append(elapsed)

@@ -38,9 +38,8 @@ def start_embedded_worker() -> None:
         # Built inside its own thread: creating a pool announces worker_process_init, and Django's Celery fixup then
         # closes connections, which Django refuses in the server's event-loop thread.
         # Tasks run on a pool of threads: most of an extraction is waiting for the model (two calls per user
-        # message), and one task at a time let extraction fall minutes behind the conversation (32 users with a
-        # 5 s think time and a 200 ms model: lag p50 52 s, growing). infra/worker_wakeup.py keeps the pool's
-        # finished tasks from holding their slots.
+        # message), and one task at a time lets extraction fall behind a busy conversation for good (bench/load.py
+        # reports the lag). infra/worker_wakeup.py keeps the pool's finished tasks from holding their slots.
         EmbeddedWorkController(
             app=app, hostname=f"embedded@{os.getpid()}", concurrency=concurrency,
             pool_cls="threads" if concurrency > 1 else "solo",

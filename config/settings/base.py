@@ -11,8 +11,8 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False) if (BASE_DIR / ".env").exists() else None
 
 # numpy's OpenBLAS starts one thread per CPU and its workers spin for a while after each call: a matrix product in this
-# process (the lifecycle jobs' duplicate search, a benchmark's baseline) then held the cores that requests, ONNX
-# Runtime and Qdrant Edge need (LoCoMo retrieval p50/p95 21.0-22.0/25.1-27.3 -> 19.4-20.0/23.4-24.7 ms on one thread).
+# process (the lifecycle jobs' duplicate search, a benchmark's baseline) then holds the cores that requests, ONNX
+# Runtime and Qdrant Edge need (bench/locomo.py shows it in retrieval's p95).
 # Read once, when numpy loads: the settings are imported before it in every entry point.
 BLAS_THREADS = env.int("BLAS_THREADS", default=1)
 os.environ.setdefault("OPENBLAS_NUM_THREADS", str(BLAS_THREADS))
@@ -140,8 +140,8 @@ EMBEDDING_THREADS = env.int("EMBEDDING_THREADS", default=1)
 # Query embeddings run beside the request's own work (infra.embedder.embed_soon): at most this many at once.
 EMBEDDING_QUERY_WORKERS = env.int("EMBEDDING_QUERY_WORKERS", default=8)
 # onnx-int8: the weights exported once to ONNX, quantized to int8 (ONNX Runtime's dynamic quantization) and run by
-# ONNX Runtime: a short query ~2x faster than the float export on one core, vectors at cosine ~0.994 to it, the same
-# LoCoMo recall (README). onnx: the float export (~2x faster than torch eager); torch: sentence-transformers' own
+# ONNX Runtime: a short query about twice as fast as the float export on one core, vectors at cosine ~0.99 to it
+# (bench/locomo.py reports recall for either). onnx: the float export (~2x faster than torch eager); torch: sentence-transformers' own
 # modules. Exports are made offline from the packaged model and kept in EMBEDDING_CACHE_DIR.
 EMBEDDING_RUNTIME = env("EMBEDDING_RUNTIME", default="onnx-int8")  # onnx-int8 | onnx | torch
 EMBEDDING_WARM_AT_START = env.bool("EMBEDDING_WARM_AT_START", default=True)  # web processes load the model first

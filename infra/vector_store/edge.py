@@ -68,8 +68,8 @@ class EdgeVectorStore(SearchThroughBatch):
             # Edge runs no optimizer of its own: `vacuum()` does, and with Qdrant's defaults it would leave a deleted
             # point's payload (the memory's text) in the segment files until a fifth of the segment was deleted. Any
             # deleted point now makes its segment due. Indexing keeps Qdrant's default: a large segment gets its HNSW
-            # graph at the first vacuum (20,000 points: 9-15 s once here, then ~1 s per run that rewrites it; searches
-            # filtered to one user 0.63 ms instead of 1.3 ms in the unindexed segment, bench/vector_store.py).
+            # graph at the first vacuum, which makes filtered searches faster than in the unindexed segment (the
+            # first build takes seconds for tens of thousands of points; bench/vector_store.py times both).
             optimizers=EdgeOptimizersConfig(deleted_threshold=0.0, vacuum_min_vector_number=0),
             # Requests are the parallelism here: a search pool per CPU spread one small filtered search over both
             # cores of this machine (1.2 cores of CPU per search), beside the query's embedding on the other thread.

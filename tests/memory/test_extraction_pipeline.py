@@ -220,7 +220,7 @@ def test_an_older_contradiction_extracted_late_does_not_replace_the_newer_value(
     # Retries and parallel workers extract messages out of order: the later statement must still win.
     _, (first, second) = record_turns(alice, alice_user, [("user", FLIGHT),
                                                           ("user", "Actually, change the destination to Newark.")],
-                                      enqueue_extraction=False)
+                                      extract=False)
     assert message_extract(tenant_id=second.tenant_id, message_id=second.pk).status == "done"
     result = message_extract(tenant_id=first.tenant_id, message_id=first.pk)
     assert "outdated" in result.outcomes
