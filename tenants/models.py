@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
-from rest_framework_api_key.models import AbstractAPIKey
+from rest_framework_api_key.models import AbstractAPIKey, BaseAPIKeyManager
 
 
 class Tenant(models.Model):
@@ -36,7 +36,15 @@ class Tenant(models.Model):
         return self.slug
 
 
+class TenantApiKeyManager(BaseAPIKeyManager):
+    def get_usable_keys(self):
+        # Every authenticated request reads the key's tenant: fetch it in the same query.
+        return super().get_usable_keys().select_related("tenant")
+
+
 class TenantApiKey(AbstractAPIKey):
+    objects = TenantApiKeyManager()
+
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
 
     class Meta(AbstractAPIKey.Meta):
