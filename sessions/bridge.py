@@ -15,9 +15,10 @@ from django.db import IntegrityError, transaction
 from infra import llm
 from infra.embedder import get_embedder
 from infra.errors import ServiceUnavailable
+from infra.sentences import sentences
 from infra.tokens import count_tokens, truncate_to_tokens
 
-from .anchors import sentence_score, sentences
+from .anchors import sentence_score
 from .buffer import buffer_build_from_db, buffer_delete
 from .models import BridgeSummary, Message, Session
 

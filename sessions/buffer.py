@@ -21,6 +21,7 @@ from redis.commands.core import Script
 
 from infra.errors import NotFound, ValidationFailed
 from infra.redis_client import Keys, get_redis
+from infra.sentences import sentences
 
 log = logging.getLogger(__name__)
 
@@ -403,8 +404,6 @@ _GOAL_CUE = re.compile(r"\b(i want|i need|i'd like|i would like|looking for|tryi
 
 def _default_goal(rows: list[dict]) -> str:
     """The session's goal until someone sets one: the first user sentence that states what they want."""
-    from .anchors import sentences
-
     for m in rows:
         if m["role"] != "user":
             continue

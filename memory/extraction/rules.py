@@ -7,8 +7,9 @@ from datetime import date, datetime, time, timedelta
 
 from dateparser.date import DateDataParser
 
+from infra.sentences import sentences
+
 from .candidate import Candidate, subject_normalize
-from .classify import split_sentences
 
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _MONTH_RE = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|" \
@@ -182,7 +183,7 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             seen.add(key)
             out.append(c)
 
-    for sentence in split_sentences(text):
+    for sentence in sentences(text):
         for m in _RX_NAME.finditer(sentence):
             name = _clean(m.group("y"))
             add(Candidate("fact", f"{_possessive(who)} name is {name}.", subject="name", value=name,
