@@ -18,13 +18,13 @@ from django.db import IntegrityError, transaction
 from infra import llm
 from infra.errors import AppError
 from infra.redis_client import Keys, get_redis
+from infra.sentences import sentences
 from infra.tokens import count_tokens, truncate_to_tokens
 
 from sessions.models import Message, SummaryAnchor
 
 log = logging.getLogger(__name__)
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _CHATTER = re.compile(r"^(hi|hello|hey|thanks|thank you|ok|okay|great|cool|sure|yes|no|yep|nope|bye|good|nice|"
                       r"perfect|got it|sounds good|awesome)\b[\s!.,]*$", re.I)
 _CUES = (
@@ -45,10 +45,6 @@ _CUES = (
                 r"next week|january|february|march|april|may|june|july|august|september|october|november|"
                 r"december)\b", re.I), 2.0),
 )
-
-
-def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text or "") if s and s.strip()]
 
 
 def sentence_score(sentence: str) -> float:

@@ -13,11 +13,11 @@ from django.db import IntegrityError, transaction
 from infra import llm
 from infra.embedder import get_embedder
 from infra.errors import AppError
+from infra.sentences import sentences
 from infra.tokens import count_tokens, truncate_to_tokens
-
-from .anchors import sentence_score, sentences
 from sessions.models import BridgeSummary, Message, Session
 
+from .anchors import sentence_score
 from .buffer import buffer_build_from_db
 
 log = logging.getLogger(__name__)

@@ -21,9 +21,8 @@ from redis.commands.core import Script
 
 from infra.errors import NotFound, ValidationFailed
 from infra.redis_client import Keys, get_redis
+from infra.sentences import sentences
 from memory.selectors import session_facts
-
-from .anchors import sentences
 
 log = logging.getLogger(__name__)
 

@@ -11,15 +11,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from django.conf import settings
 
 from infra.errors import ValidationFailed
-from infra import tokens as tokenizer
-from infra.tokens import truncate_to_tokens
+from infra.tokens import count_message_tokens, count_tokens, count_tokens_known, message_tokens, truncate_to_tokens
 
 from .anchors import anchor_label
 from .buffer import Buffer, buffer_get
@@ -65,71 +62,6 @@ class TurnContext:
     goal: str = ""
     caps: dict = field(default_factory=dict)
     echoed: bool = False  # the input is already the session's last message (stored by the client, or a retried turn)
-
-
-# --- token counting -------------------------------------------------------------------------------------------
-
-class TokenCounts:
-    """Remembered infra.tokens counts: anchors, state lines and turns recur from one compose to the next.
-
-    Buffer messages arrive with the count taken when they were stored, which is primed here rather than
-    tokenized again. Bounded (least recently used out) and thread-safe.
-    """
-
-    max_entries = 8192
-    max_chars = 4096
-
-    def __init__(self):
-        self._counts: OrderedDict[str, int] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def count(self, text: str) -> int:
-        if not text:
-            return 0
-        if len(text) > self.max_chars:
-            return tokenizer.count_tokens(text)
-        with self._lock:
-            n = self._counts.get(text)
-            if n is not None:
-                self._counts.move_to_end(text)
-                return n
-        n = tokenizer.count_tokens(text)
-        self.prime(text, n)
-        return n
-
-    def prime(self, text: str, n: int) -> None:
-        if not text or len(text) > self.max_chars:
-            return
-        with self._lock:
-            self._counts[text] = n
-            self._counts.move_to_end(text)
-            while len(self._counts) > self.max_entries:
-                self._counts.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._counts.clear()
-
-
-token_counts = TokenCounts()
-
-
-def count_tokens(text: str) -> int:
-    return token_counts.count(text)
-
-
-def _message_cost(m: dict) -> int:
-    """One message's share of infra.tokens.count_message_tokens (its framing plus content, name and calls)."""
-    cost = 4 + count_tokens(m.get("content") or "") + count_tokens(m.get("name") or "")
-    for call in m.get("tool_calls") or []:
-        fn = call.get("function", {})
-        cost += count_tokens(fn.get("name", "")) + count_tokens(fn.get("arguments", ""))
-    return cost
-
-
-def count_message_tokens(messages: list[dict]) -> int:
-    """Equal to infra.tokens.count_message_tokens (tests hold it to that), with remembered counts."""
-    return 3 + sum(_message_cost(m) for m in messages)
 
 
 # --- rendering, each within a token limit ----------------------------------------------------------------------
@@ -257,17 +189,17 @@ def _render_recent(groups: list[list[dict]], limit: int) -> list[dict]:
     used = 0
     for group in reversed(groups):
         msgs = _paired([_openai_message(m) for m in group])
-        cost = sum(_message_cost(m) for m in msgs)
+        cost = sum(message_tokens(m) for m in msgs)
         if used + cost <= limit:
             chosen = msgs + chosen
             used += cost
             continue
         if not chosen and msgs and msgs[0]["role"] == "user":
             first = dict(msgs[0])
-            room = limit - (_message_cost({**first, "content": ""}))
+            room = limit - (message_tokens({**first, "content": ""}))
             if room >= 8:
                 first["content"] = truncate_to_tokens(first["content"], room)
-                if _message_cost(first) <= limit:
+                if message_tokens(first) <= limit:
                     chosen = [first]
         break
     return chosen
@@ -316,7 +248,7 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
     recent = list(buf.recent)
     for m in recent:
         if m.get("tokens"):  # counted when stored, with the same tokenizer
-            token_counts.prime(m.get("content") or "", int(m["tokens"]))
+            count_tokens_known(m.get("content") or "", int(m["tokens"]))
     echoed = bool(new_input.strip() and recent and recent[-1]["role"] == "user"
                   and recent[-1]["content"].strip() == new_input.strip())
     if echoed:  # the input was already appended; it goes last as the input, not twice
@@ -346,7 +278,7 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
             text, tokens, kept = _render_memories(memories, limit)
             return Rendered(text=text, tokens=tokens, kept=kept)
         chosen = _render_recent(groups, limit)
-        return Rendered(messages=chosen, tokens=sum(_message_cost(m) for m in chosen))
+        return Rendered(messages=chosen, tokens=sum(message_tokens(m) for m in chosen))
 
     values = {s: render(s, min(plan.caps.get(s, plan.total), plan.total)) for s in SECTIONS}
     input_text = new_input
@@ -387,7 +319,7 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
         raise ValidationFailed("The token budget is too small for this context.", code="budget_too_small")
 
     breakdown = {s: values[s].tokens for s in SECTIONS}
-    breakdown["input"] = _message_cost({"role": "user", "content": input_text}) if input_text else 0
+    breakdown["input"] = message_tokens({"role": "user", "content": input_text}) if input_text else 0
     return TurnContext(messages=messages, breakdown=breakdown, memories=values["memories"].kept,
                        total_tokens=total, budget=plan.total, memory_status=memory_status, tools=tools,
                        first_turn=first_turn, bridges=bridges if values["bridge"].text else [], goal=buf.goal,

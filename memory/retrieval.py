@@ -16,7 +16,6 @@ How a query is answered, and why:
 """
 from __future__ import annotations
 
-import functools
 import logging
 import math
 from collections import defaultdict
@@ -45,10 +44,6 @@ SESSION_PRIOR_TOP = 3  # a session's strength: the mean of its best few candidat
 NEIGHBOUR_MAX_TOKENS = 120  # one neighbouring turn is shown up to this long
 RECENCY_HALF_LIFE_DAYS = 180.0
 WEIGHT_RECENCY, WEIGHT_CONFIDENCE, WEIGHT_IMPORTANCE, WEIGHT_ACCESS = 0.2, 0.3, 0.2, 0.05
-
-
-# A memory's text changes rarely and is read on every turn: count its tokens once per process.
-_tokens = functools.lru_cache(maxsize=65_536)(count_tokens)
 
 
 @dataclass
@@ -285,13 +280,13 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             # One memory per source turn: a turn's event and the facts drawn from it say the same thing, and a
             # second one spends tokens on a repeat that a memory of another turn would spend on news.
             continue
-        cost = _tokens(row["text"])
+        cost = count_tokens(row["text"])
         if token_budget is not None and used + cost > token_budget:
             continue
         turns: list[tuple[str, str]] = []
         if expand and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS and row["kind"] == MemoryKind.EVENT:
             turns = [(mid, t) for mid, t in nearby.get(row["id"], []) if mid not in shown_turns]
-            extra = sum(_tokens(t) for _, t in turns)
+            extra = sum(count_tokens(t) for _, t in turns)
             if used + cost + extra > token_budget:
                 turns, extra = [], 0
             cost += extra

@@ -1,7 +1,6 @@
 """Bearer API-key authentication: the key resolves to its tenant, and request.tenant is set once here."""
 from __future__ import annotations
 
-from django.utils import timezone
 from rest_framework import authentication, exceptions, permissions
 
 from .models import TenantApiKey
@@ -25,14 +24,11 @@ def tenant_from_bearer(header: str):
     scheme, _, token = (header or "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise exceptions.NotAuthenticated("Authorization: Bearer <api key> is required.")
-    token = token.strip()
-    prefix, dot, _ = token.partition(".")
-    # A key is looked up by its prefix before anyone knows its tenant.
-    key = (TenantApiKey.objects.unscoped().select_related("tenant").filter(prefix=prefix, revoked=False).first()
-           if dot else None)
-    if key is None or not key.is_valid(token):
+    try:
+        key = TenantApiKey.objects.get_from_key(token.strip())
+    except TenantApiKey.DoesNotExist:
         raise exceptions.AuthenticationFailed("Invalid or revoked API key.")
-    if key.expiry_date and key.expiry_date < timezone.now():
+    if key.has_expired:
         raise exceptions.AuthenticationFailed("API key has expired.")
     if not key.tenant.is_active:
         raise exceptions.AuthenticationFailed("Tenant is disabled.")

@@ -41,10 +41,13 @@ class Tenant(models.Model):
 class TenantApiKeyManager(BaseAPIKeyManager.from_queryset(TenantQuerySet)):
     def get_usable_keys(self):
         # A key is looked up by its prefix before anyone knows its tenant: the one read that must span tenants.
-        return super().get_usable_keys().unscoped()
+        # Every authenticated request reads the key's tenant, so it comes in the same query.
+        return super().get_usable_keys().unscoped().select_related("tenant")
 
 
 class TenantApiKey(AbstractAPIKey):
+    objects = TenantApiKeyManager()
+
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="api_keys")
 
     objects = TenantApiKeyManager()

@@ -1,5 +1,6 @@
 """Settings shared by every environment; every value comes from the environment via django-environ."""
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -211,6 +212,8 @@ MEMORY_QUERY_REWRITE = env.bool("MEMORY_QUERY_REWRITE", default=True)
 # --- Celery ------------------------------------------------------------------
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
 CELERY_RESULT_BACKEND = None
+# No results are kept, so beat needs no daily celery.backend_cleanup job (it schedules one while this is set).
+CELERY_RESULT_EXPIRES = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SERIALIZER = "json"
@@ -237,6 +240,24 @@ CELERY_TASK_ROUTES = {
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# The DatabaseScheduler writes these into django-celery-beat's tables each time beat starts (update_or_create by
+# name): a deploy sets the intervals, while a job paused in the admin stays paused and keeps its run history.
+CELERY_BEAT_SCHEDULE = {
+    name: {"task": task, "schedule": timedelta(minutes=minutes)}
+    for name, task, minutes in [
+        ("lifecycle: merge near-duplicates", "memory.lifecycle.tasks.memories_merge_task", 60),
+        ("lifecycle: decay importance", "memory.lifecycle.tasks.memories_decay_task", 360),
+        ("lifecycle: expire by TTL", "memory.lifecycle.tasks.memories_expire_task", 5),
+        ("lifecycle: forget", "memory.lifecycle.tasks.memories_forget_task", 60),
+        ("lifecycle: consolidate events", "memory.lifecycle.tasks.memories_consolidate_task", 60),
+        ("lifecycle: compact idle buffers", "context.tasks.buffers_compact_task", 5),
+        ("lifecycle: reconcile database and Qdrant", "memory.lifecycle.tasks.vectors_reconcile_task", 30),
+        ("sessions: close idle sessions", "orchestration.tasks.sessions_close_idle_task", 1),
+        ("vectors: flush the outbox", "memory.outbox.outbox_flush_task", 1),
+        # Deleted memories leave Qdrant Edge's segment files within the hour.
+        ("vectors: vacuum deleted points", "memory.lifecycle.tasks.vectors_vacuum_task", 60),
+    ]
+}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --- Embedded topology -------------------------------------------------------

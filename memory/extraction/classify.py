@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from infra.sentences import sentences
+
 # Words that carry no memory-worthy content on their own: greetings, thanks, acknowledgements, praise, farewells.
 _FILLER = frozenset("""
 a an the and or but so too very really truly totally absolutely definitely super pretty quite just
@@ -26,7 +28,6 @@ _OPENERS = frozenset("hi hey hello hiya yo howdy heya thanks thank thx cheers wo
                      "congrats congratulations bye goodbye sure yes yeah yep ok okay agreed definitely".split())
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’]*|\d+")
-_SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
 
 
 @dataclass(frozen=True)
@@ -34,10 +35,6 @@ class Triage:
     keep: bool
     text: str  # the message with filler sentences removed
     reason: str
-
-
-def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE.split(text or "") if s and s.strip()]
 
 
 def is_filler_sentence(sentence: str) -> bool:
@@ -61,7 +58,7 @@ def is_filler_sentence(sentence: str) -> bool:
 
 def informative_text(text: str) -> str:
     """The message without its filler sentences; empty when nothing is left."""
-    return " ".join(s for s in split_sentences(text) if not is_filler_sentence(s))
+    return " ".join(s for s in sentences(text) if not is_filler_sentence(s))
 
 
 # Only what the user says is remembered about them.

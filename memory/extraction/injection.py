@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Iterable
 
+from infra.sentences import sentence_spans
+
 from .candidate import Candidate
 
 log = logging.getLogger(__name__)
@@ -380,20 +382,6 @@ def _forged_spans(text: str) -> list[tuple[int, int]]:
 
 # --- sentences --------------------------------------------------------------------------------------------------
 
-# The same boundaries as classify.split_sentences, with positions kept so forged spans can be mapped onto them.
-_BOUNDARY = re.compile(r"(?<=[.!?…])\s+|\n+")
-
-
-def _sentence_spans(text: str) -> list[tuple[int, int]]:
-    spans, start = [], 0
-    for m in _BOUNDARY.finditer(text):
-        if text[start:m.start()].strip():
-            spans.append((start, m.start()))
-        start = m.end()
-    if text[start:].strip():
-        spans.append((start, len(text)))
-    return spans
-
 
 def sentence_instruction_kinds(sentence: str, *, who: str = "") -> list[str]:
     """Why one sentence is an instruction to the assistant or the system; empty when it is not."""
@@ -429,7 +417,7 @@ def injection_screen(text: str, *, who: str = "") -> Screening:
         return Screening(text or "")
     forged = _forged_spans(text)
     kept, dropped = [], []
-    for start, end in _sentence_spans(text):
+    for start, end in sentence_spans(text):
         sentence = text[start:end].strip()
         if any(s < end and start < e for s, e in forged):
             dropped.append("forged_turn")

@@ -3,16 +3,31 @@ order and booking numbers, travel slots and dates. No model: this is what runs w
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timedelta
+from datetime import date, datetime, time, timedelta
+
+from dateparser.date import DateDataParser
+
+from infra.sentences import sentences
 
 from .candidate import Candidate, subject_normalize
-from .classify import split_sentences
 
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-           "november", "december"]
 _MONTH_RE = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|" \
             r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+# Short names too, but not "sat" and "sun": they are ordinary words ("where I last sat").
+_WEEKDAY_RE = r"(?:mon(?:day)?|tue(?:s(?:day)?)?|wed(?:nesday)?|thu(?:r(?:s(?:day)?)?)?|fri(?:day)?|saturday|sunday)"
+_RX_WEEKDAY = re.compile(rf"\b{_WEEKDAY_RE}\b")
+# The phrases that name a date. Which words count as a number ("two", "twenty-five"; not "few") is the parser's call.
+_RX_DATE_PHRASE = re.compile(
+    rf"\b(?:the\s+day\s+(?:before\s+yesterday|after\s+tomorrow)|yesterday|today|tonight|tomorrow"
+    rf"|(?:last|next|this)\s+(?:week|month|year|{_WEEKDAY_RE})"
+    rf"|(?:\d{{1,4}}|[a-z]+(?:-[a-z]+)?)\s+(?:day|week|month|year)s?\s+ago"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTH_RE}(?:,?\s+\d{{4}})?|{_MONTH_RE}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?)\b")
+
+
+def _weekday_index(name: str) -> int:
+    return next(i for i, day in enumerate(_WEEKDAYS) if day.startswith(name[:2]))
+
 
 # Values that describe a mood, not a fact worth a slot ("my day was great").
 _MOOD = frozenset("""good great fine ok okay bad awful terrible amazing awesome busy hectic crazy tough hard rough
@@ -123,45 +138,38 @@ def _sentiment(verb: str) -> str:
 
 
 def resolve_dates(text: str, reference: datetime | date) -> list[dict]:
-    """Relative and absolute dates in the text, resolved against the message's own date."""
+    """Relative and absolute dates in the text, resolved against the message's own date: each phrase with its date
+    and what span it names (day, week, weekend, month or year), in the order they are said."""
     ref = reference.date() if isinstance(reference, datetime) else reference
-    found: list[dict] = []
+    # Noon of the message's day: whatever zone the parser works in, arithmetic on days never crosses midnight.
+    parser = DateDataParser(languages=["en"], settings={
+        "RELATIVE_BASE": datetime.combine(ref, time(12)), "PREFER_DATES_FROM": "current_period",
+        "RETURN_AS_TIMEZONE_AWARE": False})
+    found: list[tuple[int, dict]] = []
     lower = text.lower()
-    for phrase, delta in (("yesterday", -1), ("today", 0), ("tonight", 0), ("tomorrow", 1)):
-        if re.search(rf"\b{phrase}\b", lower):
-            found.append({"phrase": phrase, "date": (ref + timedelta(days=delta)).isoformat()})
-    for m in re.finditer(r"\b(last|next|this)\s+(week|month|year|weekend|" + "|".join(_WEEKDAYS) + r")\b", lower):
-        which, unit = m.group(1), m.group(2)
-        sign = -1 if which == "last" else (1 if which == "next" else 0)
-        if unit in _WEEKDAYS:
-            target = _WEEKDAYS.index(unit)
-            days = (target - ref.weekday()) % 7
-            if sign < 0:
-                days = days - 7 if days else -7
-            elif sign > 0:
-                days = days if days else 7
-            d = ref + timedelta(days=days)
-        elif unit in ("week", "weekend"):
-            d = ref + timedelta(days=7 * sign)
-        elif unit == "month":
-            month = ref.month + sign
-            year = ref.year + (month - 1) // 12
-            d = date(year, (month - 1) % 12 + 1, 1)
-        else:
-            d = date(ref.year + sign, 1, 1)
-        found.append({"phrase": m.group(0), "date": d.isoformat(),
-                      "granularity": "day" if unit in _WEEKDAYS else unit})
-    for m in re.finditer(rf"\b(?:(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?P<m1>{_MONTH_RE})|(?P<m2>{_MONTH_RE})\s+"
-                         rf"(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?)\b(?:,?\s+(?P<y>\d{{4}}))?", lower):
-        month_name = m.group("m1") or m.group("m2")
-        month = next(i for i, name in enumerate(_MONTHS, 1) if name.startswith(month_name[:3]))
-        day = int(m.group("d1") or m.group("d2"))
-        year = int(m.group("y")) if m.group("y") else ref.year
-        try:
-            found.append({"phrase": m.group(0), "date": date(year, month, day).isoformat()})
-        except ValueError:
+    for m in _RX_DATE_PHRASE.finditer(lower):
+        # The parser misreads some short weekday names ("wed", "thurs"): it is handed the full one.
+        phrase = _RX_WEEKDAY.sub(lambda w: _WEEKDAYS[_weekday_index(w.group(0))], m.group(0))
+        parsed = parser.get_date_data(phrase)
+        if parsed.date_obj is None:
             continue
-    return found
+        granularity = parsed.period or "day"
+        d = parsed.date_obj.date()
+        if granularity == "month":
+            d = d.replace(day=1)
+        elif granularity == "year":
+            d = d.replace(month=1, day=1)
+        found.append((m.start(), {"phrase": m.group(0), "date": d.isoformat(), "granularity": granularity}))
+    # The parser knows no weekend.
+    for m in re.finditer(r"\b(last|next|this)\s+weekend\b", lower):
+        sign = {"last": -1, "next": 1, "this": 0}[m.group(1)]
+        found.append((m.start(), {"phrase": m.group(0), "date": (ref + timedelta(days=7 * sign)).isoformat(),
+                                  "granularity": "weekend"}))
+    out: list[dict] = []
+    for _, d in sorted(found, key=lambda item: item[0]):
+        if d not in out:
+            out.append(d)
+    return out
 
 
 def rules_extract(text: str, *, who: str = "The user", reference: datetime | date | None = None) -> list[Candidate]:
@@ -175,7 +183,7 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             seen.add(key)
             out.append(c)
 
-    for sentence in split_sentences(text):
+    for sentence in sentences(text):
         for m in _RX_NAME.finditer(sentence):
             name = _clean(m.group("y"))
             add(Candidate("fact", f"{_possessive(who)} name is {name}.", subject="name", value=name,

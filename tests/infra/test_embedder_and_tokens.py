@@ -294,3 +294,55 @@ def test_the_default_embedder_is_built_once_when_many_threads_ask_first(monkeypa
     for t in threads:
         t.join()
     assert len(built) == 1 and len(got) == 8 and all(e is built[0] for e in got)
+
+
+@pytest.fixture
+def fresh_counts():
+    from infra.tokens import token_counts_clear
+
+    token_counts_clear()
+    yield
+    token_counts_clear()  # the made-up counts below never reach another test
+
+
+def test_a_count_known_from_storage_is_used_without_tokenizing(fresh_counts):
+    from infra.tokens import count_tokens_known, token_counts_clear
+
+    text = "a stored message whose count came with it"
+    count_tokens_known(text, 999)  # not its real count: only the remembered one can answer 999
+    assert count_tokens(text) == 999
+    token_counts_clear()
+    assert count_tokens(text) < 20
+
+
+def test_a_long_text_is_counted_each_time(fresh_counts):
+    from infra.tokens import _COUNTED_TEXT_MAX_CHARS, count_tokens_known
+
+    long = "word " * (_COUNTED_TEXT_MAX_CHARS // 5 + 1)
+    count_tokens_known(long, 1)
+    assert count_tokens(long) > 1
+
+
+def test_remembered_counts_are_bounded_by_characters_least_recently_used_out(fresh_counts):
+    from infra.tokens import _COUNTED_TEXT_MAX_CHARS, _COUNTS_MAX_CHARS, count_tokens_known
+
+    first, used = "the first text", "a text read again and again"
+    count_tokens_known(first, 999)
+    count_tokens_known(used, 999)
+    for i in range(_COUNTS_MAX_CHARS // _COUNTED_TEXT_MAX_CHARS):
+        count_tokens_known(f"{i:08d}".ljust(_COUNTED_TEXT_MAX_CHARS, "x"), 1)
+        if i % 512 == 0:
+            assert count_tokens(used) == 999  # read: it stays
+    assert count_tokens(used) == 999
+    assert count_tokens(first) != 999  # pushed out, so tokenized again
+
+
+def test_counts_from_many_threads_agree_with_the_tokenizer(fresh_counts):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from infra.tokens import encoding
+
+    texts = [f"message number {i} about flights to city {i % 7}" for i in range(400)] * 3
+    with ThreadPoolExecutor(8) as pool:
+        counted = list(pool.map(count_tokens, texts))
+    assert counted == [len(encoding().encode(t)) for t in texts]

@@ -1,4 +1,4 @@
-"""Admin: pages render, memory actions go through memory.controls (history with the staff actor, Qdrant
+"""Admin: pages render, memory actions go through memory.actions (history with the staff actor, Qdrant
 updated), and everything is refused for non-staff and for staff of another tenant."""
 from __future__ import annotations
 

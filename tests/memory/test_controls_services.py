@@ -1,4 +1,4 @@
-"""memory.controls: each change checks its transition, writes history with the actor and reaches Qdrant."""
+"""memory.actions: each change checks its transition, writes history with the actor and reaches Qdrant."""
 from __future__ import annotations
 
 import json

@@ -159,7 +159,7 @@ def test_import_keeps_dataset_dates_and_provenance_on_every_memory(alice, alice_
     assert records and all(r.source_message_id and r.session_id == session.pk for r in records)
     assert {r.created_at.date().isoformat() for r in records} == {"2023-05-08"}
     event = _mine(alice, alice_user, kind="event", text__contains="support group").get()
-    assert event.metadata["dates"] == [{"phrase": "yesterday", "date": "2023-05-07"}]
+    assert event.metadata["dates"] == [{"phrase": "yesterday", "date": "2023-05-07", "granularity": "day"}]
     found = memory_retrieve(tenant=alice, user=alice_user, query="When did Ada go to the support group?")
     assert found and found[0].provenance == 'you said on 8 May 2023 (session 1); "yesterday" = 7 May 2023'
     assert all(m.provenance.startswith("you said on 8 May 2023") for m in found)

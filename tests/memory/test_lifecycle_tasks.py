@@ -73,38 +73,60 @@ def test_tasks_route_to_the_maintenance_queue():
         assert app.amqp.router.route({}, task.name)["queue"].name == "maintenance"
 
 
-def test_migration_schedules_every_job_and_the_minute_tasks():
-    """Transactional tests flush tables, so the migration's function is run again here (it is idempotent)."""
-    import importlib
-
-    from django.apps import apps
-    from django.db.migrations.recorder import MigrationRecorder
-    from django_celery_beat.models import PeriodicTask
+def _start_beat_scheduler():
+    """What beat does on start: the app's DatabaseScheduler reads CELERY_BEAT_SCHEDULE into the database."""
+    from django_celery_beat.schedulers import DatabaseScheduler
 
     from config.celery import app
 
-    expected = 0
-    for name in ("0001_periodic_schedules", "0002_vacuum_schedule"):
-        assert MigrationRecorder.Migration.objects.filter(app="infra", name=name).exists()
-        migration = importlib.import_module(f"infra.migrations.{name}")
-        migration.create_schedules(apps, None)
-        migration.create_schedules(apps, None)
-        expected += len(migration.SCHEDULES)
-    assert MigrationRecorder.Migration.objects.filter(app="infra", name="0003_moved_task_names").exists()
-    importlib.import_module("infra.migrations.0003_moved_task_names").forwards(apps, None)
-    assert PeriodicTask.objects.count() == expected
+    scheduler = DatabaseScheduler(app=app)
+    return app, scheduler
 
+
+def test_starting_beat_schedules_every_job_and_the_minute_tasks(settings):
+    from django_celery_beat.models import PeriodicTask
+
+    assert not PeriodicTask.objects.exists()  # transactional tests start from empty tables
+    app, scheduler = _start_beat_scheduler()
     app.loader.import_default_modules()
     import memory.outbox  # noqa: F401
     import orchestration.tasks  # noqa: F401
 
     scheduled = {p.task: p for p in PeriodicTask.objects.filter(enabled=True).select_related("interval")}
+    assert set(PeriodicTask.objects.values_list("name", flat=True)) == set(settings.CELERY_BEAT_SCHEDULE)
+    assert len(scheduled) == len(settings.CELERY_BEAT_SCHEDULE)
     for task in [*ALL_TASKS, tasks.vectors_vacuum_task]:
         assert task.name in scheduled, task.name
     for name in ("orchestration.tasks.sessions_close_idle_task", "memory.outbox.outbox_flush_task"):
-        assert (scheduled[name].interval.every, scheduled[name].interval.period) == (1, "minutes")
-    for name in scheduled:
+        interval = scheduled[name].interval
+        assert (interval.every, interval.period) == (60, "seconds")
+    for name, row in scheduled.items():
         assert name in app.tasks, f"beat would send an unregistered task: {name}"
+        assert row.name in scheduler.schedule  # and the scheduler runs what it wrote
+
+    _start_beat_scheduler()  # a restart writes the same rows again, nothing more
+    assert PeriodicTask.objects.count() == len(scheduled)
+
+
+def test_starting_beat_takes_over_rows_of_the_same_name_and_keeps_a_pause(settings):
+    """A database whose schedules were written before (by name) gets no duplicates: the interval is the settings',
+    a job paused in the admin stays paused, and its run history stays."""
+    from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+    names = list(settings.CELERY_BEAT_SCHEDULE)
+    every_minute, _ = IntervalSchedule.objects.get_or_create(every=1, period="minutes")
+    for name in names:
+        PeriodicTask.objects.create(name=name, task=settings.CELERY_BEAT_SCHEDULE[name]["task"], interval=every_minute)
+    paused, retimed = names[0], names[1]
+    PeriodicTask.objects.filter(name=paused).update(enabled=False, total_run_count=7)
+
+    _start_beat_scheduler()
+
+    assert sorted(PeriodicTask.objects.values_list("name", flat=True)) == sorted(names)
+    assert PeriodicTask.objects.get(name=paused).enabled is False
+    assert PeriodicTask.objects.get(name=paused).total_run_count == 7
+    row = PeriodicTask.objects.select_related("interval").get(name=retimed)
+    assert row.enabled and timedelta(seconds=row.interval.every) == settings.CELERY_BEAT_SCHEDULE[retimed]["schedule"]
 
 
 def test_expire_task_end_to_end(alice, alice_user, monkeypatch):

@@ -7,7 +7,9 @@ import string
 
 import pytest
 
-from infra.secrets import iban_valid, luhn_valid, secrets_redact
+from stdnum import iban, luhn
+
+from infra.secrets import secrets_redact
 
 from .memory_support import everything_stored, record_turns
 
@@ -21,10 +23,7 @@ def _rand(n, alphabet=string.ascii_letters + string.digits):
 
 def _luhn_complete(prefix: str, length: int) -> str:
     body = prefix + "".join(_rng.choice(string.digits) for _ in range(length - len(prefix) - 1))
-    for check in string.digits:
-        if luhn_valid(body + check):
-            return body + check
-    raise AssertionError("unreachable")
+    return body + luhn.calc_check_digit(body)
 
 
 def _spaced(number: str) -> str:
@@ -105,8 +104,8 @@ CLEAN = [
 def test_golden_set_is_big_and_varied():
     assert len(SECRETS) >= 30 and len({k for k, _, _ in SECRETS}) >= 8
     assert len(CLEAN) >= 30
-    assert all(iban_valid(i) for k, i, _ in SECRETS if k == "iban")
-    assert all(luhn_valid("".join(ch for ch in n if ch.isdigit())) for k, n, _ in SECRETS if k == "card_number")
+    assert all(iban.is_valid(i) for k, i, _ in SECRETS if k == "iban")
+    assert all(luhn.is_valid("".join(ch for ch in n if ch.isdigit())) for k, n, _ in SECRETS if k == "card_number")
 
 
 @pytest.mark.parametrize("kind,secret,sentence", SECRETS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(SECRETS)])
@@ -155,3 +154,16 @@ def test_clean_sentences_are_stored_through_the_pipeline(alice, alice_user):
     events = set(MemoryRecord.objects.unscoped().filter(tenant=alice, kind="event").values_list("text", flat=True))
     kept = [s for s in CLEAN if f"Ada: {s}" in events]
     assert len(kept) >= len(CLEAN) - 1
+
+
+def test_an_iban_needs_a_registered_country_and_its_length_beside_the_checksum():
+    from stdnum.iso7064 import mod_97_10
+
+    def with_check_digits(country, bban):
+        return f"{country}{mod_97_10.calc_check_digits(bban + country)}{bban}"
+
+    assert secrets_redact(f"wire it to {with_check_digits('DE', '370400440532013000')}").kinds == ["iban"]
+    # The same checksum arithmetic on a code of no IBAN country, or of the wrong length for Germany, is no account.
+    for code in (with_check_digits("QX", "370400440532013000"), with_check_digits("DE", "3704004405320130001")):
+        assert mod_97_10.is_valid(code[4:] + code[:4])
+        assert not secrets_redact(f"the part number is {code}").found, code

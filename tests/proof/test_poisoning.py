@@ -252,10 +252,10 @@ def _rand(n, alphabet=string.ascii_letters + string.digits):
 
 
 def _luhn(prefix: str, length: int) -> str:
-    from infra.secrets import luhn_valid
+    from stdnum import luhn
 
     body = prefix + "".join(_rng.choice(string.digits) for _ in range(length - len(prefix) - 1))
-    return next(body + d for d in string.digits if luhn_valid(body + d))
+    return body + luhn.calc_check_digit(body)
 
 
 # (kind, secret, sentence). Built at run time so the repository holds nothing that looks like a live credential.
