@@ -103,8 +103,9 @@ REST_FRAMEWORK = {
     # Per-tenant requests per minute (Tenant.requests_per_minute), counted in Redis (infra/quotas.py).
     "DEFAULT_THROTTLE_CLASSES": ["infra.throttling.TenantRequestQuotaThrottle"],
 }
-# Quotas admit requests when Redis is unreachable (logged) so the limiter never takes the API down by itself.
-CONTINUUM_QUOTA_FAIL_OPEN = env.bool("CONTINUUM_QUOTA_FAIL_OPEN", default=True)
+# When Redis is unreachable the quota cannot be counted: requests are refused (503, Retry-After) so an outage never
+# switches rate limits off. An operator who prefers availability over limits sets this to admit them (logged).
+CONTINUUM_QUOTA_FAIL_OPEN = env.bool("CONTINUUM_QUOTA_FAIL_OPEN", default=False)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Continuum API",
