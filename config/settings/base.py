@@ -31,6 +31,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework_api_key",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc, pinned and served from here (no CDN at /api/docs/)
     "django_celery_beat",
     "infra",
     "tenants",
@@ -42,6 +43,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "infra.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the docs' Swagger UI, the admin's styles) come from this service in every environment.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -85,6 +88,8 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# Served straight from the apps' static folders, so a deployment needs no collectstatic step before it starts.
+WHITENOISE_USE_FINDERS = True
 
 # Request bodies beyond this are refused with 413 before parsing.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("CONTINUUM_MAX_BODY_BYTES", default=1_048_576)
@@ -113,6 +118,11 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # The docs page loads the Swagger UI that drf-spectacular-sidecar ships (its version is pinned in
+    # requirements.txt), never a CDN's: it works offline, and no third-party script runs on this origin.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- Redis -----------------------------------------------------------------
