@@ -10,6 +10,7 @@ from .outbox import outbox_flush_task  # noqa: F401  (lives with the outbox; imp
 log = logging.getLogger(__name__)
 
 EXTRACT_MAX_RETRIES = 5
+TENANT_ERASE_MAX_RETRIES = 5
 
 
 @shared_task(bind=True, acks_late=True, autoretry_for=(Exception,), retry_backoff=True, retry_backoff_max=300,
@@ -41,3 +42,24 @@ def memory_access_record_task(self, tenant_id: str, memory_ids: list[str], at: s
 
     return memory_access_record(tenant_id=tenant_id, memory_ids=memory_ids,
                                 at=datetime.fromisoformat(at) if at else None)
+
+
+@shared_task(bind=True, acks_late=True, autoretry_for=(Exception,), retry_backoff=True, retry_backoff_max=300,
+             retry_jitter=True, max_retries=TENANT_ERASE_MAX_RETRIES)
+def tenant_erase_task(self, erasure_id: str) -> str:
+    """Erase a tenant a bounded number of users per run, re-enqueueing itself until the tenant is gone; the
+    progress is the TenantErasure row. Any run may repeat: erasing is idempotent and resumes where it stopped."""
+    from .erasure import tenant_erase, tenant_erasure_failed
+
+    try:
+        erasure = tenant_erase(erasure_id=erasure_id)
+    except Exception as exc:
+        if self.request.retries >= TENANT_ERASE_MAX_RETRIES:
+            tenant_erasure_failed(erasure_id=erasure_id, error=f"{exc.__class__.__name__}: {exc}")
+        raise
+    if erasure is None:
+        log.info("tenant_erase_task: erasure %s is gone", erasure_id)
+        return "missing"
+    if erasure.state != erasure.State.DONE:
+        tenant_erase_task.delay(erasure_id)
+    return erasure.state

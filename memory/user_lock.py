@@ -25,7 +25,7 @@ def user_memory_lock(*, tenant_id, user_id):
     """Hold the user's memory-write lock. Raises ServiceUnavailable (retryable, Retry-After) when another writer
     keeps it past the wait, and when Redis cannot be asked: an unlocked write could duplicate or double-supersede a
     memory, so the extraction task retries later and a request answers 503 instead of writing unguarded."""
-    lock = get_redis().lock(Keys.lock(tenant_id, f"memory-writes:{user_id}"),
+    lock = get_redis().lock(Keys.memory_writes_lock(tenant_id, user_id),
                             timeout=settings.MEMORY_USER_LOCK_SECONDS,
                             blocking_timeout=settings.MEMORY_USER_LOCK_WAIT_SECONDS,
                             # A holder keeps it for milliseconds; redis-py's default poll (0.1 s) would add up to that.

@@ -240,6 +240,7 @@ CELERY_TASK_ROUTES = {
     "sessions.tasks.bridge_write_task": {"queue": "llm"},
     "sessions.tasks.anchor_fold_task": {"queue": "llm"},
     "memory.lifecycle.tasks.*": {"queue": "maintenance"},
+    "memory.tasks.tenant_erase_task": {"queue": "maintenance"},
     "sessions.tasks.sessions_close_idle_task": {"queue": "maintenance"},
 }
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
@@ -276,6 +277,8 @@ MEMORY_MERGE_SIMILARITY = env.float("MEMORY_MERGE_SIMILARITY", default=0.92)
 # dies, and how long the next writer waits for it before giving up (a task then retries, a request answers 503).
 MEMORY_USER_LOCK_SECONDS = env.int("MEMORY_USER_LOCK_SECONDS", default=60)
 MEMORY_USER_LOCK_WAIT_SECONDS = env.float("MEMORY_USER_LOCK_WAIT_SECONDS", default=30.0)
+# A tenant's erasure (a task) erases this many end users per run, then runs again until the tenant is gone.
+TENANT_ERASE_USERS_PER_RUN = env.int("TENANT_ERASE_USERS_PER_RUN", default=100)
 # Effective importance halves every this many days without access (per kind; "default" for the rest).
 MEMORY_DECAY_HALF_LIFE_DAYS = env.json("MEMORY_DECAY_HALF_LIFE_DAYS",
                                        default={"event": 30, "goal": 60, "default": 180})

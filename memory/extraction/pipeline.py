@@ -111,7 +111,7 @@ def memory_extract(*, message_id, allow_llm_failure: bool = False) -> Extraction
     if message.extracted_at is not None:
         return ExtractionResult(str(message_id), "already_done")
     redis = get_redis()
-    lock = Keys.lock(message.tenant_id, f"extract:{message.pk}")
+    lock = Keys.extract_lock(message.tenant_id, message.session.user_id, message.pk)
     if not redis.set(lock, "1", nx=True, ex=settings.MEMORY_EXTRACTION_LOCK_SECONDS):
         return ExtractionResult(str(message_id), "busy")
     try:
