@@ -1,6 +1,7 @@
 """The OpenAI Chat Completions protocol over Continuum: request parsing, end user and session resolution, shapes."""
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -8,6 +9,8 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
+from django.db.models.functions import MD5
 
 from infra.errors import AppError, Conflict, NotFound, ValidationFailed
 from sessions.models import Message, Session
@@ -158,26 +161,61 @@ def chat_session_resolve(*, tenant: Tenant, user: EndUser, session_id: str | Non
         return session
 
 
-def chat_earlier_missing(*, tenant: Tenant, session: Session, earlier: list[tuple[str, str]]) -> list[NewMessage]:
-    """Turns the client sent that this user's sessions do not already hold, oldest first, to import before the input.
+def _stored_turns(*, tenant: Tenant, session: Session, limit: int) -> list[tuple[str, str]]:
+    """The session's newest `limit` turns as the client saw them (user messages and assistant replies, not the
+    assistant's tool-calling steps), oldest first, each as (role, md5 of its content): comparing digests keeps up to
+    `limit` texts of up to 32k characters out of the query's result."""
+    rows = (Message.objects.filter(tenant=tenant, session=session, role__in=("user", "assistant"))
+            .exclude(content="").filter(Q(role="user") | Q(tool_calls=[]))
+            .annotate(digest=MD5("content")).order_by("-seq").values_list("role", "digest")[:limit])
+    return list(reversed(rows))
 
-    A chat UI resends its whole conversation with every request; most of it is already stored, and what is not
-    (a conversation begun elsewhere) is imported once so the memory pipeline and the composer see it.
+
+def _digest(text: str) -> str:
+    return hashlib.md5(text.encode()).hexdigest()  # noqa: S324 - an equality check against MD5() in SQL, not a secret
+
+
+def chat_earlier_missing(*, tenant: Tenant, session: Session, earlier: list[tuple[str, str]],
+                         user_input: str = "") -> list[NewMessage]:
+    """Turns the client sent that this session does not already hold, oldest first, to import before the input.
+
+    A chat UI resends its whole conversation with every request (some drop its oldest turns). The conversation is
+    lined up with the session by position: the longest run of the client's first turns that equals the session's
+    last turns is already stored, and what follows it is new. Repeats ("yes", "thanks") are turns of their own, and
+    a conversation begun elsewhere (nothing lines up) is imported once, into this session.
     """
     if not earlier:
         return []
     earlier = earlier[-(settings.CONTINUUM_MAX_BATCH - 1):]
-    known = set(Message.objects.for_tenant(tenant).filter(session__user_id=session.user_id,
-                                       role__in=("user", "assistant"),
-                                       content__in={text for _, text in earlier})
-                .values_list("role", "content"))
-    out, queued = [], set()
-    for role, text in earlier:
-        if (role, text) in known or (role, text) in queued:
-            continue
-        queued.add((role, text))
-        out.append(NewMessage(role=role, content=text))
-    return out
+    stored = _stored_turns(tenant=tenant, session=session, limit=len(earlier) + 1)
+    if user_input and stored and stored[-1][0] == "user" and stored[-1][1] in {
+            _digest(user_input), _digest(user_input.strip()), _digest(_redacted(user_input))}:
+        # This input is already the session's last message (a retry after the model failed); the turn reuses it.
+        stored = stored[:-1]
+    sent = [(role, _digest(text)) for role, text in earlier]
+    redacted: dict[int, tuple[str, str]] = {}
+
+    def same(k: int, i: int) -> bool:
+        """Whether stored turn k is the client's turn i; stored texts had secrets cut out, so compare that too."""
+        if stored[k] == sent[i]:
+            return True
+        if stored[k][0] != sent[i][0]:
+            return False
+        if i not in redacted:
+            redacted[i] = (sent[i][0], _digest(_redacted(earlier[i][1])))
+        return stored[k] == redacted[i]
+
+    overlap = 0
+    for size in range(min(len(stored), len(earlier)), 0, -1):
+        start = len(stored) - size
+        if all(same(start + i, i) for i in range(size)):
+            overlap = size
+            break
+    return [NewMessage(role=role, content=text) for role, text in earlier[overlap:]]
+
+
+def _redacted(text: str) -> str:
+    return secrets_redact(text).text
 
 
 # --- response shapes ------------------------------------------------------------------------------------------------

@@ -60,7 +60,8 @@ def _prepare(request, tenant, chat: compat.ChatRequest):
     user = compat.chat_user_resolve(tenant=tenant, body_user=chat.user, header_user=request.headers.get("X-User-Id"))
     session = compat.chat_session_resolve(tenant=tenant, user=user,
                                           session_id=(request.headers.get("X-Session-Id") or "").strip() or None)
-    earlier = compat.chat_earlier_missing(tenant=tenant, session=session, earlier=chat.earlier)
+    earlier = compat.chat_earlier_missing(tenant=tenant, session=session, earlier=chat.earlier,
+                                          user_input=chat.user_input)
     return session, earlier
 
 

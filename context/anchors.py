@@ -176,8 +176,8 @@ def _summarize(plan: FoldPlan, *, use_llm: bool) -> tuple[str, str]:
     return text or "(small talk)", "extractive"
 
 
-def _lock(tenant_id, session_id, seconds: int = 120) -> tuple[str, str] | None:
-    key, token = Keys.lock(tenant_id, f"anchor-fold:{session_id}"), uuid.uuid4().hex
+def _lock(tenant_id, user_id, session_id, seconds: int = 120) -> tuple[str, str] | None:
+    key, token = Keys.anchor_fold_lock(tenant_id, user_id, session_id), uuid.uuid4().hex
     return (key, token) if get_redis().set(key, token, nx=True, ex=seconds) else None
 
 
@@ -201,7 +201,7 @@ def anchors_fold(*, tenant_id, user_id, session_id, use_llm: bool | None = None,
     from .buffer import buffer_add_anchor
 
     use_llm = llm.llm_configured() if use_llm is None else use_llm
-    lock = _lock(tenant_id, session_id)
+    lock = _lock(tenant_id, user_id, session_id)
     if lock is None:
         return []
     made: list[SummaryAnchor] = []
@@ -245,7 +245,7 @@ def anchors_after_append(*, tenant_id, user_id, session_id, unanchored_turns: in
     if not llm.llm_configured() or backlog:
         anchors_fold(tenant_id=tenant_id, user_id=user_id, session_id=session_id, use_llm=False)
         return
-    flag = Keys.lock(tenant_id, f"anchor-queued:{session_id}")
+    flag = Keys.anchor_queued_flag(tenant_id, user_id, session_id)
     if get_redis().set(flag, "1", nx=True, ex=300):
         from .tasks import anchor_fold_task
 

@@ -9,13 +9,15 @@ import redis
 from django.conf import settings
 
 from . import clock
-from .errors import RateLimited, ValidationFailed
+from .errors import RateLimited, ServiceUnavailable, ValidationFailed
 from .redis_client import Keys, get_redis
 from .tokens import count_tokens
 
 log = logging.getLogger(__name__)
 
 WINDOW_SECONDS = 60
+# What a refused client is told to wait while the quota store is unreachable: short, a restart takes seconds.
+QUOTA_STORE_RETRY_AFTER = 5
 
 # Sliding-window counter: the previous fixed window's count is weighted by how much of it still overlaps the
 # last 60 s. Estimate and increment happen in one script, so parallel requests cannot both take the last slot,
@@ -79,13 +81,15 @@ def _consume(*, tenant_id, name: str, limit: int, cost: int, enforce: bool) -> Q
 
 
 def _guarded(fn, *, what: str, tenant_id):
-    """Run a quota operation; when Redis is down, admit (the limiter must not take the API down) unless
-    CONTINUUM_QUOTA_FAIL_OPEN is off, in which case the caller sees the usual 503."""
+    """Run a quota operation. When Redis is down the quota cannot be counted: refuse with a retryable 503, unless an
+    operator set CONTINUUM_QUOTA_FAIL_OPEN, in which case the request is admitted and the outage logged."""
     try:
         return fn()
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:
-        if not getattr(settings, "CONTINUUM_QUOTA_FAIL_OPEN", True):
-            raise
+        if not settings.CONTINUUM_QUOTA_FAIL_OPEN:
+            log.warning("quota store unavailable, refusing %s for tenant %s: %s", what, tenant_id, exc)
+            raise ServiceUnavailable("The rate limiter is unavailable, so requests are refused; retry shortly.",
+                                     headers={"Retry-After": str(QUOTA_STORE_RETRY_AFTER)}) from exc
         log.warning("quota store unavailable, admitting %s for tenant %s: %s", what, tenant_id, exc)
         return None
 

@@ -52,7 +52,30 @@ class Keys:
 
     @classmethod
     def lock(cls, tenant_id, name: str) -> str:
+        """A tenant-wide lock (a lifecycle job's). A lock on one user's data is a user_lock."""
         return f"{cls._root()}:t:{tenant_id}:lock:{name}"
+
+    @classmethod
+    def user_lock(cls, tenant_id, user_id, name: str) -> str:
+        """A lock or flag on one user's data (their memory writes, a session's fold, a message's extraction): it
+        carries the user, so erasing the user finds it by name."""
+        return f"{cls._root()}:t:{tenant_id}:u:{user_id}:lock:{name}"
+
+    @classmethod
+    def anchor_fold_lock(cls, tenant_id, user_id, session_id) -> str:
+        return cls.user_lock(tenant_id, user_id, f"anchor-fold:{session_id}")
+
+    @classmethod
+    def anchor_queued_flag(cls, tenant_id, user_id, session_id) -> str:
+        return cls.user_lock(tenant_id, user_id, f"anchor-queued:{session_id}")
+
+    @classmethod
+    def extract_lock(cls, tenant_id, user_id, message_id) -> str:
+        return cls.user_lock(tenant_id, user_id, f"extract:{message_id}")
+
+    @classmethod
+    def memory_writes_lock(cls, tenant_id, user_id) -> str:
+        return cls.user_lock(tenant_id, user_id, "memory-writes")
 
     @classmethod
     def quota(cls, tenant_id, name: str, window: int) -> str:

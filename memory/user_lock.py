@@ -22,9 +22,10 @@ log = logging.getLogger(__name__)
 
 @contextmanager
 def user_memory_lock(*, tenant_id, user_id):
-    """Hold the user's memory-write lock. Raises ServiceUnavailable when another writer keeps it past the wait.
-    Without Redis the write goes ahead unlocked: a duplicate it may create is merged by the lifecycle job."""
-    lock = get_redis().lock(Keys.lock(tenant_id, f"memory-writes:{user_id}"),
+    """Hold the user's memory-write lock. Raises ServiceUnavailable (retryable, Retry-After) when another writer
+    keeps it past the wait, and when Redis cannot be asked: an unlocked write could duplicate or double-supersede a
+    memory, so the extraction task retries later and a request answers 503 instead of writing unguarded."""
+    lock = get_redis().lock(Keys.memory_writes_lock(tenant_id, user_id),
                             timeout=settings.MEMORY_USER_LOCK_SECONDS,
                             blocking_timeout=settings.MEMORY_USER_LOCK_WAIT_SECONDS,
                             # A holder keeps it for milliseconds; redis-py's default poll (0.1 s) would add up to that.
@@ -32,11 +33,12 @@ def user_memory_lock(*, tenant_id, user_id):
     try:
         acquired = lock.acquire()
     except redis_errors.RedisError as exc:
-        log.warning("memory write lock unavailable for user %s, writing unlocked: %s", user_id, exc)
-        yield
-        return
+        log.warning("memory write lock unavailable for user %s, the write waits: %s", user_id, exc)
+        raise ServiceUnavailable("The lock store is unavailable, so this user's memories cannot be updated safely; "
+                                 "retry shortly.", code="service_unavailable", headers={"Retry-After": "5"}) from exc
     if not acquired:
-        raise ServiceUnavailable("Another update of this user's memories is still running; retry shortly.")
+        raise ServiceUnavailable("Another update of this user's memories is still running; retry shortly.",
+                                 headers={"Retry-After": "1"})
     try:
         yield
     finally:

@@ -1,10 +1,15 @@
 """Liveness and readiness: /healthz says the process runs; /readyz checks every dependency."""
 from __future__ import annotations
 
+import logging
 import time
 
 from django.db import connection
 from django.http import JsonResponse
+
+from .operator_token import operator_token_given
+
+log = logging.getLogger(__name__)
 
 
 def _timed(fn) -> dict:
@@ -13,6 +18,7 @@ def _timed(fn) -> dict:
         detail = fn() or {}
         return {"ok": True, "ms": round((time.perf_counter() - started) * 1000, 2), **detail}
     except Exception as exc:  # readiness reports failures, it never raises them
+        log.warning("readiness: %s failed: %s: %s", getattr(fn, "__name__", fn), exc.__class__.__name__, exc)
         return {"ok": False, "error": f"{exc.__class__.__name__}: {exc}"[:300]}
 
 
@@ -48,7 +54,12 @@ def healthz(request):
 
 
 def readyz(request):
+    """Status and HTTP code for anyone (a load balancer needs no more); which component failed and why (hosts,
+    exception text) only with the operator token, the same one /metrics takes. The failure is logged either way."""
     components = {"database": _timed(_database), "redis": _timed(_redis), "qdrant": _timed(_qdrant),
                   "broker": _timed(_broker)}
     ok = all(c["ok"] for c in components.values())
-    return JsonResponse({"status": "ok" if ok else "degraded", "components": components}, status=200 if ok else 503)
+    body = {"status": "ok" if ok else "degraded"}
+    if operator_token_given(request):
+        body["components"] = components
+    return JsonResponse(body, status=200 if ok else 503)

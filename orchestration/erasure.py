@@ -11,15 +11,19 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Greatest
 
+from infra import clock
 from infra.errors import ServiceUnavailable
 from infra.redis_client import Keys, get_redis
 from infra.vector_store import Scope, get_vector_store
 from memory.actions import memories_erase_user
 from memory.models import VectorOutbox
-from sessions.models import Session
-from tenants.models import EndUser, Tenant
+from sessions.models import Message, Session
+from tenants.models import EndUser, Tenant, TenantErasure
 
 log = logging.getLogger(__name__)
 
@@ -51,19 +55,31 @@ def _vectors_delete(tenant_id, user_id) -> None:
                                  code="vector_store_unavailable") from exc
 
 
-def _redis_delete(tenant_id, user_id, session_ids: list[str]) -> int:
+def _user_redis_keys(tenant_id, user_id, session_ids: list[str], message_ids: list[str]) -> list[str]:
+    """Every key this user can own, by name: each is built by Keys from the user's id and ids the database holds
+    (sessions; messages not yet extracted, the only ones an extraction lock can be held for). Naming them costs one
+    DEL per 500 keys, where a SCAN walks the whole keyspace whatever its MATCH says."""
+    keys = [Keys.memory_writes_lock(tenant_id, user_id)]
+    for sid in session_ids:
+        keys += [Keys.session_buffer(tenant_id, user_id, sid), Keys.anchor_fold_lock(tenant_id, user_id, sid),
+                 Keys.anchor_queued_flag(tenant_id, user_id, sid)]
+    keys += [Keys.extract_lock(tenant_id, user_id, mid) for mid in message_ids]
+    return keys
+
+
+def _redis_delete(tenant_id, user_id, session_ids: list[str], message_ids: list[str]) -> int:
     r = get_redis()
-    keys = set(r.scan_iter(match=Keys.user_pattern(tenant_id, user_id), count=500))
-    keys.update(Keys.session_buffer(tenant_id, user_id, sid).encode() for sid in session_ids)
-    # Tenant-level keys that name the user or one of their sessions (per-session locks and flags).
-    needles = [str(user_id).encode(), *(str(sid).encode() for sid in session_ids)]
-    keys.update(k for k in r.scan_iter(match=Keys.tenant_pattern(tenant_id), count=1000)
-                if any(n in k for n in needles))
-    keys = list(keys)
+    keys = _user_redis_keys(tenant_id, user_id, session_ids, message_ids)
     removed = 0
     for i in range(0, len(keys), 500):
         removed += r.delete(*keys[i:i + 500])
     return removed
+
+
+def _unextracted_message_ids(tenant, user_id) -> list[str]:
+    return [str(m) for m in Message.objects.for_tenant(tenant).filter(session__user_id=user_id,
+                                                                      extracted_at__isnull=True)
+            .values_list("pk", flat=True)]
 
 
 def user_erase(*, tenant: Tenant, user: EndUser | None = None, user_id=None) -> ErasureReport:
@@ -71,8 +87,9 @@ def user_erase(*, tenant: Tenant, user: EndUser | None = None, user_id=None) -> 
     uid = str(user.pk if user is not None else user_id)
     report = ErasureReport(user_id=uid)
     session_ids = [str(s) for s in Session.objects.for_tenant(tenant).filter(user_id=uid).values_list("pk", flat=True)]
+    message_ids = _unextracted_message_ids(tenant, uid)
     _vectors_delete(tenant.pk, uid)
-    report.redis_keys = _redis_delete(tenant.pk, uid, session_ids)
+    report.redis_keys = _redis_delete(tenant.pk, uid, session_ids, message_ids)
     with transaction.atomic():
         owner = EndUser.objects.for_tenant(tenant).select_for_update().filter(pk=uid).first()
         erased = memories_erase_user(tenant=tenant, user_id=uid)
@@ -83,27 +100,71 @@ def user_erase(*, tenant: Tenant, user: EndUser | None = None, user_id=None) -> 
     try:
         _vectors_delete(tenant.pk, uid)
         report.vector_scope_deleted = True
-        report.redis_keys += _redis_delete(tenant.pk, uid, session_ids)
+        report.redis_keys += _redis_delete(tenant.pk, uid, session_ids, message_ids)
     except Exception:
         log.exception("erase of user %s: the second sweep failed; reconcile will remove what is left", uid)
     log.info("erased user %s of tenant %s: %s", uid, tenant.pk, report.as_dict())
     return report
 
 
-def tenant_erase(*, tenant: Tenant) -> dict:
-    """Remove a tenant and everything it stored: each user through user_erase, then the tenant's remaining
-    points and Redis keys, then the tenant row (keys, runs and history cascade)."""
-    users = 0
-    for user in EndUser.objects.for_tenant(tenant).iterator(chunk_size=200):
-        user_erase(tenant=tenant, user=user)
-        users += 1
-    get_vector_store().delete_scope(Scope(tenant_id=str(tenant.pk)))
-    r = get_redis()
-    keys = list(r.scan_iter(match=Keys.tenant_pattern(tenant.pk), count=500))
-    for i in range(0, len(keys), 500):
-        r.delete(*keys[i:i + 500])
-    VectorOutbox.objects.for_tenant(tenant.pk).delete()
-    tenant_id = str(tenant.pk)
-    Tenant.objects.filter(pk=tenant.pk).delete()
-    log.info("erased tenant %s: %d users", tenant_id, users)
-    return {"tenant_id": tenant_id, "users": users, "redis_keys": len(keys)}
+def tenant_erasure_start(*, tenant: Tenant, requested_by: str = "") -> TenantErasure:
+    """Record that the tenant is to be erased and hand the work to tenant_erase_task (after commit). The tenant is
+    deactivated at once, so its keys stop working while the erasure runs. Asking again while one is pending returns
+    that one."""
+    from .tasks import tenant_erase_task
+
+    with transaction.atomic():
+        Tenant.objects.select_for_update().filter(pk=tenant.pk).update(is_active=False)
+        pending = TenantErasure.objects.filter(tenant_id_value=tenant.pk, state__in=(
+            TenantErasure.State.QUEUED, TenantErasure.State.RUNNING)).first()
+        if pending is not None:
+            return pending
+        erasure = TenantErasure.objects.create(tenant_id_value=tenant.pk, slug=tenant.slug,
+                                               users_total=EndUser.objects.for_tenant(tenant).count(),
+                                               requested_by=requested_by[:150])
+        erasure_id = str(erasure.pk)
+        transaction.on_commit(lambda: tenant_erase_task.delay(erasure_id))
+    return erasure
+
+
+def tenant_erase(*, erasure_id, max_users: int | None = None) -> TenantErasure:
+    """One bounded run of a tenant's erasure: up to max_users end users through user_erase, then, once none is
+    left, the tenant's remaining points and Redis keys and the tenant row (keys, runs and history cascade).
+
+    Returns the erasure: DONE when the tenant is gone, RUNNING when users remain (the task runs again). Each user's
+    erase is idempotent and an erased user is gone from the query, so a rerun, or a run after a crash, resumes.
+    """
+    limit = max_users or settings.TENANT_ERASE_USERS_PER_RUN
+    erasure = TenantErasure.objects.filter(pk=erasure_id).first()
+    if erasure is None or erasure.state == TenantErasure.State.DONE:
+        return erasure
+    TenantErasure.objects.filter(pk=erasure.pk, started_at__isnull=True).update(started_at=clock.now())
+    TenantErasure.objects.filter(pk=erasure.pk).update(state=TenantErasure.State.RUNNING, error="")
+    tenant = Tenant.objects.filter(pk=erasure.tenant_id_value).first()
+    if tenant is not None:
+        for user in EndUser.objects.for_tenant(tenant).order_by("pk")[:limit]:
+            user_erase(tenant=tenant, user=user)
+            TenantErasure.objects.filter(pk=erasure.pk).update(users_done=F("users_done") + 1)
+        if EndUser.objects.for_tenant(tenant).exists():
+            erasure.refresh_from_db()
+            return erasure
+        get_vector_store().delete_scope(Scope(tenant_id=str(tenant.pk)))
+        # The tenant's own keys (quotas, job locks) and any user key left by an in-flight request: the tenant is
+        # going, so walking its prefix once here is the price of leaving nothing behind.
+        r = get_redis()
+        keys = list(r.scan_iter(match=Keys.tenant_pattern(tenant.pk), count=1000))
+        for i in range(0, len(keys), 500):
+            r.delete(*keys[i:i + 500])
+        VectorOutbox.objects.for_tenant(tenant.pk).delete()
+        Tenant.objects.filter(pk=tenant.pk).delete()
+    TenantErasure.objects.filter(pk=erasure.pk).update(state=TenantErasure.State.DONE, finished_at=clock.now(),
+                                                       users_total=Greatest(F("users_total"), F("users_done")))
+    erasure.refresh_from_db()
+    log.info("erased tenant %s (%s): %d users", erasure.tenant_id_value, erasure.slug, erasure.users_done)
+    return erasure
+
+
+def tenant_erasure_failed(*, erasure_id, error: str) -> None:
+    """Mark the erasure failed after its last retry, with the reason an operator sees in the admin."""
+    TenantErasure.objects.filter(pk=erasure_id).exclude(state=TenantErasure.State.DONE).update(
+        state=TenantErasure.State.FAILED, error=error[:2000], finished_at=clock.now())

@@ -9,9 +9,11 @@ from celery import shared_task
 
 from context.bridge import bridge_write
 from context.buffer import buffer_delete
+from infra.errors import AppError
 from infra.task_retry import RETRY_ON, retry_outages
 from sessions.models import Session
 
+from .erasure import tenant_erase, tenant_erasure_failed
 from .messages import message_extract, messages_pending_extraction
 from .sessions import sessions_close_idle
 
@@ -76,3 +78,27 @@ def sessions_close_idle_task(self) -> int:
     if result["more"]:
         sessions_close_idle_task.apply_async(countdown=1)
     return result["closed"]
+
+
+TENANT_ERASE_MAX_RETRIES = 5
+
+
+@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
+             retry_jitter=True, max_retries=TENANT_ERASE_MAX_RETRIES)
+@retry_outages
+def tenant_erase_task(self, erasure_id: str) -> str:
+    """Erase a tenant a bounded number of users per run, re-enqueueing itself until the tenant is gone; the
+    progress is the TenantErasure row. Any run may repeat: erasing is idempotent and resumes where it stopped."""
+    try:
+        erasure = tenant_erase(erasure_id=erasure_id)
+    except Exception as exc:
+        if self.request.retries >= TENANT_ERASE_MAX_RETRIES or not isinstance(exc, (AppError, *RETRY_ON)) \
+                or (isinstance(exc, AppError) and not exc.retryable):
+            tenant_erasure_failed(erasure_id=erasure_id, error=f"{exc.__class__.__name__}: {exc}")
+        raise
+    if erasure is None:
+        log.info("tenant_erase_task: erasure %s is gone", erasure_id)
+        return "missing"
+    if erasure.state != erasure.State.DONE:
+        tenant_erase_task.delay(erasure_id)
+    return erasure.state

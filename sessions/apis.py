@@ -103,6 +103,23 @@ class MessageInput(serializers.Serializer):
     tool_calls = serializers.ListField(child=JsonObjectField(), required=False, default=list, max_length=64)
     tool_call_id = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
 
+    def validate(self, attrs):
+        # Blank content is refused, not stored: nothing can be extracted, composed or answered from it. Two turns
+        # carry their meaning elsewhere: an assistant turn that only calls tools, and a tool's (possibly empty)
+        # result, which its tool_call_id ties to the call.
+        if attrs["content"].strip():
+            return attrs
+        role = attrs["role"]
+        if role == Message.Role.ASSISTANT and attrs.get("tool_calls"):
+            return attrs
+        if role == Message.Role.TOOL and attrs.get("tool_call_id"):
+            return attrs
+        reason = {Message.Role.ASSISTANT: "an assistant message needs text or tool_calls",
+                  Message.Role.TOOL: "a tool message needs text or the tool_call_id it answers"}.get(
+            role, f"a {role} message needs text")
+        raise serializers.ValidationError({"content": [f"Content is empty or only whitespace: {reason}."]},
+                                          code="empty_content")
+
 
 class MessageBatchInput(serializers.Serializer):
     messages = MessageInput(many=True, allow_empty=False, max_length=settings.CONTINUUM_MAX_BATCH)

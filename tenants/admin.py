@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from rest_framework_api_key.admin import APIKeyModelAdmin
 from rest_framework_api_key.models import APIKey
 
-from .models import EndUser, Tenant, TenantApiKey
+from .models import EndUser, Tenant, TenantApiKey, TenantErasure
 
 # The library's own key model is unused (keys belong to tenants), and its admin would be unscoped: hide it.
 if admin.site.is_registered(APIKey):
@@ -207,16 +207,52 @@ class TenantAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             f"Tenant {t.slug}: {EndUser.objects.filter(tenant=t).count()} end users and "
             f"{MemoryRecord.objects.for_tenant(t).count()} memories, erased from the database, Qdrant and Redis"))
 
+    # Erasing a tenant touches every store for every end user: it runs as a task (memory.tasks.tenant_erase_task),
+    # not inside this request. The tenant is deactivated at once; its progress is listed under Tenant erasures.
     def delete_model(self, request, obj):
-        from orchestration.erasure import tenant_erase
-
-        tenant_erase(tenant=obj)
+        self._erasure_start(request, [obj])
 
     def delete_queryset(self, request, queryset):
-        from orchestration.erasure import tenant_erase
+        self._erasure_start(request, list(queryset))
 
-        for tenant in queryset:
-            tenant_erase(tenant=tenant)
+    def _erasure_start(self, request, tenants):
+        from orchestration.erasure import tenant_erasure_start
+
+        for tenant in tenants:
+            tenant_erasure_start(tenant=tenant, requested_by=staff_actor(request))
+        self.message_user(request, f"Erasure started for {', '.join(t.slug for t in tenants)}: the tenant is "
+                                   "deactivated now and removed when the erasure finishes (see Tenant erasures).",
+                          messages.INFO)
+
+
+@admin.register(TenantErasure)
+class TenantErasureAdmin(admin.ModelAdmin):
+    """Superusers only (they alone may delete a tenant): the record outlives the tenant, so it cannot be scoped."""
+
+    list_display = ("slug", "state", "progress", "requested_by", "created_at", "started_at", "finished_at")
+    list_filter = ("state",)
+    search_fields = ("slug", "tenant_id_value")
+    readonly_fields = ("id", "tenant_id_value", "slug", "state", "users_done", "users_total", "requested_by",
+                       "created_at", "started_at", "finished_at", "error")
+
+    @admin.display(description="users erased")
+    def progress(self, obj):
+        return f"{obj.users_done} / {obj.users_total}"
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(TenantApiKey)

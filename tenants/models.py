@@ -73,3 +73,32 @@ class EndUser(models.Model):
 
     def __str__(self):
         return f"{self.tenant_id}:{self.external_id}"
+
+
+class TenantErasure(models.Model):
+    """The progress of erasing one tenant. It holds the tenant's id and slug, not a foreign key, so the record of
+    the erasure outlives the tenant it erased."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant_id_value = models.UUIDField(db_index=True)
+    slug = models.SlugField(max_length=80)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    users_total = models.PositiveIntegerField(default=0)
+    users_done = models.PositiveIntegerField(default=0)
+    requested_by = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"erasure of {self.slug} ({self.state})"

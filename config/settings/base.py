@@ -32,6 +32,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework_api_key",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc, pinned and served from here (no CDN at /api/docs/)
     "django_celery_beat",
     "infra",
     "tenants",
@@ -45,6 +46,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "infra.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Static files (the docs' Swagger UI, the admin's styles) come from this service in every environment.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -88,6 +91,8 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+# Served straight from the apps' static folders, so a deployment needs no collectstatic step before it starts.
+WHITENOISE_USE_FINDERS = True
 
 # Request bodies beyond this are refused with 413 before parsing.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("CONTINUUM_MAX_BODY_BYTES", default=1_048_576)
@@ -106,8 +111,9 @@ REST_FRAMEWORK = {
     # Per-tenant requests per minute (Tenant.requests_per_minute), counted in Redis (infra/quotas.py).
     "DEFAULT_THROTTLE_CLASSES": ["infra.throttling.TenantRequestQuotaThrottle"],
 }
-# Quotas admit requests when Redis is unreachable (logged) so the limiter never takes the API down by itself.
-CONTINUUM_QUOTA_FAIL_OPEN = env.bool("CONTINUUM_QUOTA_FAIL_OPEN", default=True)
+# When Redis is unreachable the quota cannot be counted: requests are refused (503, Retry-After) so an outage never
+# switches rate limits off. An operator who prefers availability over limits sets this to admit them (logged).
+CONTINUUM_QUOTA_FAIL_OPEN = env.bool("CONTINUUM_QUOTA_FAIL_OPEN", default=False)
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Continuum API",
@@ -115,6 +121,11 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # The docs page loads the Swagger UI that drf-spectacular-sidecar ships (its version is pinned in
+    # requirements.txt), never a CDN's: it works offline, and no third-party script runs on this origin.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- Redis -----------------------------------------------------------------
@@ -236,6 +247,7 @@ CELERY_TASK_ROUTES = {
     "memory.lifecycle.tasks.*": {"queue": "maintenance"},
     "context.tasks.buffers_compact_task": {"queue": "maintenance"},
     "orchestration.tasks.sessions_close_idle_task": {"queue": "maintenance"},
+    "orchestration.tasks.tenant_erase_task": {"queue": "maintenance"},
 }
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True
@@ -289,6 +301,8 @@ MEMORY_MERGE_SIMILARITY = env.float("MEMORY_MERGE_SIMILARITY", default=0.92)
 # dies, and how long the next writer waits for it before giving up (a task then retries, a request answers 503).
 MEMORY_USER_LOCK_SECONDS = env.int("MEMORY_USER_LOCK_SECONDS", default=60)
 MEMORY_USER_LOCK_WAIT_SECONDS = env.float("MEMORY_USER_LOCK_WAIT_SECONDS", default=30.0)
+# A tenant's erasure (a task) erases this many end users per run, then runs again until the tenant is gone.
+TENANT_ERASE_USERS_PER_RUN = env.int("TENANT_ERASE_USERS_PER_RUN", default=100)
 # Effective importance halves every this many days without access (per kind; "default" for the rest).
 MEMORY_DECAY_HALF_LIFE_DAYS = env.json("MEMORY_DECAY_HALF_LIFE_DAYS",
                                        default={"event": 30, "goal": 60, "default": 180})

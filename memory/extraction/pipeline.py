@@ -103,7 +103,7 @@ def memory_extract(*, tenant, user, source: SourceMessage, claim: Callable[[], b
     `claim()` runs inside the persist transaction and returns False when another run already extracted the
     message; only the run that claims it writes."""
     redis = get_redis()
-    lock = Keys.lock(tenant.pk, f"extract:{source.id}")
+    lock = Keys.extract_lock(tenant.pk, user.pk, source.id)
     if not redis.set(lock, "1", nx=True, ex=settings.MEMORY_EXTRACTION_LOCK_SECONDS):
         return ExtractionResult(source.id, "busy")
     try:

@@ -187,6 +187,60 @@ def test_earlier_turns_are_imported_once(server, llm, alice):
     assert any(m["content"] == "I live in Oakland." for m in llm.requests[0]["messages"])
 
 
+def test_repeated_short_replies_are_turns_of_their_own_and_a_resend_imports_nothing_twice(server, llm, alice):
+    from sessions.services import session_close
+
+    llm.then = lambda body: answer(f"answer {len(llm.requests)}")
+    client = client_for(server, alice)
+    # A conversation begun elsewhere: "yes" twice and "thanks" are three turns the user really sent.
+    history = [{"role": "user", "content": "Book me a table for two."},
+               {"role": "assistant", "content": "At 8 pm?"},
+               {"role": "user", "content": "yes"},
+               {"role": "assistant", "content": "On the terrace?"},
+               {"role": "user", "content": "yes"},
+               {"role": "assistant", "content": "Booked."},
+               {"role": "user", "content": "thanks"},
+               {"role": "user", "content": "Also a taxi."}]
+    first = client.chat.completions.create(model="continuum", user="ada-9", messages=history)
+    session_id = open_session_id(alice, "ada-9")
+    expected = [(m["role"], m["content"]) for m in history] + [("assistant", "answer 1")]
+    assert session_messages(session_id) == expected
+    # The client resends the whole conversation, then says "yes" and "thanks" again: stored again, once each.
+    history += [{"role": "assistant", "content": first.choices[0].message.content}, {"role": "user", "content": "yes"}]
+    second = client.chat.completions.create(model="continuum", user="ada-9", messages=history)
+    history += [{"role": "assistant", "content": second.choices[0].message.content},
+                {"role": "user", "content": "thanks"}]
+    client.chat.completions.create(model="continuum", user="ada-9", messages=history)
+    expected += [("user", "yes"), ("assistant", "answer 2"), ("user", "thanks"), ("assistant", "answer 3")]
+    assert session_messages(session_id) == expected
+    # A client that keeps only its newest turns lines up with the session's last ones: nothing is imported.
+    client.chat.completions.create(model="continuum", user="ada-9",
+                                   messages=history[-4:] + [{"role": "assistant", "content": "answer 3"},
+                                                            {"role": "user", "content": "bye"}])
+    assert session_messages(session_id) == expected + [("user", "bye"), ("assistant", "answer 4")]
+    # The user's next session holds its own conversation: a "thanks" said in an earlier session is stored here too.
+    session_close(tenant=alice, session_id=session_id)
+    client.chat.completions.create(model="continuum", user="ada-9", messages=[
+        {"role": "user", "content": "thanks"}, {"role": "assistant", "content": "Any time."},
+        {"role": "user", "content": "One more question."}])
+    fresh = open_session_id(alice, "ada-9")
+    assert session_messages(fresh) == [("user", "thanks"), ("assistant", "Any time."),
+                                       ("user", "One more question."), ("assistant", "answer 5")]
+
+
+def test_a_retried_input_is_stored_once_with_its_history(server, llm, alice):
+    llm.add(httpx.Response(503, json={"error": {"message": "overloaded"}}))
+    llm.then = answer("fine")
+    client = client_for(server, alice)
+    history = [{"role": "user", "content": "I live in Oakland."}, {"role": "assistant", "content": "Nice."},
+               {"role": "user", "content": "Find me a flight."}]
+    with pytest.raises(openai.InternalServerError):
+        client.chat.completions.create(model="continuum", user="ada-10", messages=history)
+    client.chat.completions.create(model="continuum", user="ada-10", messages=history)
+    assert session_messages(open_session_id(alice, "ada-10")) == [
+        ("user", "I live in Oakland."), ("assistant", "Nice."), ("user", "Find me a flight."), ("assistant", "fine")]
+
+
 def test_models_lists_the_alias(server, alice):
     models = client_for(server, alice).models.list()
     assert [m.id for m in models.data] == ["continuum"]

@@ -33,10 +33,17 @@ def test_memories_by_status_per_tenant(alice, bob, alice_user):
     bob_user = end_user_create(tenant=bob, external_id="b")
     MemoryRecord.objects.unscoped().create(tenant=bob, user=bob_user, kind="fact", text="b", status="active")
     m = scrape()
-    assert m[("continuum_memories", (("status", "active"), ("tenant", alice.slug)))] == 3
-    assert m[("continuum_memories", (("status", "pending_review"), ("tenant", alice.slug)))] == 1
-    assert m[("continuum_memories", (("status", "deleted"), ("tenant", alice.slug)))] == 2
-    assert m[("continuum_memories", (("status", "active"), ("tenant", bob.slug)))] == 1
+    assert m[("continuum_memories", (("status", "active"), ("tenant", str(alice.pk))))] == 3
+    assert m[("continuum_memories", (("status", "pending_review"), ("tenant", str(alice.pk))))] == 1
+    assert m[("continuum_memories", (("status", "deleted"), ("tenant", str(alice.pk))))] == 2
+    assert m[("continuum_memories", (("status", "active"), ("tenant", str(bob.pk))))] == 1
+
+
+def test_a_scrape_names_tenants_by_id_never_by_slug_or_name(alice, alice_user):
+    MemoryRecord.objects.unscoped().create(tenant=alice, user=alice_user, kind="fact", text="x", status="active")
+    text = Client().get("/metrics").content.decode()
+    assert str(alice.pk) in text
+    assert alice.slug not in text and alice.name not in text
 
 
 def test_job_runs_and_durations(alice):

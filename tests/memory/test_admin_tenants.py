@@ -68,23 +68,71 @@ def test_staff_see_only_their_tenants_and_cannot_grant_themselves_more(alice, bo
     assert client.get(f"/admin/tenants/tenant/{bob.pk}/change/").status_code in (302, 404)
 
 
-def test_deleting_a_tenant_in_the_admin_erases_it_everywhere(alice, alice_user, bob):
+def test_deleting_a_tenant_in_the_admin_starts_an_erasure_task_that_erases_it_everywhere(alice, alice_user, bob,
+                                                                                        monkeypatch):
     from infra.redis_client import Keys, get_redis
-
+    from memory.tasks import tenant_erase_task
+    from tenants.models import TenantErasure
     from tenants.services import end_user_create
 
     memory_make(alice, alice_user, "Alice's tenant memory")
     bob_user = end_user_create(tenant=bob, external_id="b")
     bobs = memory_make(bob, bob_user, "Bob's memory")
     get_redis().set(Keys.lock(alice.pk, "something"), "1", ex=60)
+    queued = []
+    monkeypatch.setattr(tenant_erase_task, "delay", lambda *args: queued.append(args))
     root = login(User.objects.create_superuser(username="root", password="pw"))
     r = root.post(f"/admin/tenants/tenant/{alice.pk}/delete/", {"post": "yes"})
     assert r.status_code == 302
+    # The request only starts the erasure: the tenant is deactivated (its key stops working) and a task is queued.
+    erasure = TenantErasure.objects.get(tenant_id_value=alice.pk)
+    assert (erasure.state, erasure.slug, erasure.users_total, erasure.users_done) == ("queued", alice.slug, 1, 0)
+    assert erasure.requested_by == "root" and queued == [(str(erasure.pk),)]
+    assert Tenant.objects.get(pk=alice.pk).is_active is False
+    assert MemoryRecord.objects.unscoped().filter(tenant_id=alice.pk).exists()
+    assert _bearer(alice.plain_key).get("/api/v1/users").status_code in (401, 403)
+
+    assert tenant_erase_task.apply(args=queued[0]).get() == "done"
     assert not Tenant.objects.filter(pk=alice.pk).exists()
     assert not MemoryRecord.objects.unscoped().filter(tenant_id=alice.pk).exists()
     assert points_of(alice) == {}
     assert list(get_redis().scan_iter(match=Keys.tenant_pattern(alice.pk))) == []
     assert set(points_of(bob)) == {str(bobs.pk)}
+    # The record of it outlives the tenant, and the admin shows its progress.
+    erasure.refresh_from_db()
+    assert (erasure.state, erasure.users_done, erasure.users_total) == ("done", 1, 1)
+    assert erasure.started_at and erasure.finished_at
+    page = root.get("/admin/tenants/tenanterasure/").content.decode()
+    assert alice.slug in page and "1 / 1" in page and "Done" in page
+
+
+def test_tenant_erasure_is_bounded_per_run_and_a_rerun_resumes(alice, settings, monkeypatch):
+    from orchestration.erasure import tenant_erase, tenant_erasure_start
+    from memory.tasks import tenant_erase_task
+    from tenants.services import end_user_create
+
+    settings.TENANT_ERASE_USERS_PER_RUN = 2
+    users = [end_user_create(tenant=alice, external_id=f"u{i}") for i in range(5)]
+    for user in users:
+        memory_make(alice, user, f"memory of {user.external_id}")
+    queued = []
+    monkeypatch.setattr(tenant_erase_task, "delay", lambda *args: queued.append(args))
+    erasure = tenant_erasure_start(tenant=alice)
+    assert tenant_erasure_start(tenant=alice).pk == erasure.pk  # asking twice starts one erasure
+    assert len(queued) == 1 and erasure.users_total == 5
+    progress = []
+    while True:
+        state = tenant_erase_task.apply(args=queued.pop()).get()
+        erasure.refresh_from_db()
+        progress.append((state, erasure.users_done, EndUser.objects.unscoped().filter(tenant_id=alice.pk).count()))
+        if state == "done":
+            break
+        assert len(queued) == 1  # not done: the task queued its next run
+    assert progress == [("running", 2, 3), ("running", 4, 1), ("done", 5, 0)]
+    assert not queued and not Tenant.objects.filter(pk=alice.pk).exists()
+    # A redelivered run of a finished erasure changes nothing.
+    assert tenant_erase(erasure_id=erasure.pk).users_done == 5
+    assert tenant_erase_task.apply(args=[str(erasure.pk)]).get() == "done" and not queued
 
 
 def test_deleting_an_end_user_in_the_admin_erases_them(alice, alice_user):

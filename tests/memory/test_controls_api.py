@@ -134,7 +134,7 @@ def test_erase_leaves_zero_residue_in_each_store(alice, alice_client, alice_user
     mine = [memory_make(alice, alice_user, t) for t in ("I need a hotel in Porto", "My budget is 120 euros")]
     theirs = memory_make(bob, bob_user, "Bob's own memory")
     r = get_redis()
-    r.set(Keys.lock(alice.pk, f"anchor-fold:{alice_session.pk}"), "1", ex=60)
+    r.set(Keys.anchor_fold_lock(alice.pk, alice_user.pk, alice_session.pk), "1", ex=60)
     assert r.exists(Keys.session_buffer(alice.pk, alice_user.pk, alice_session.pk))
     assert len(points_of(alice, alice_user)) == 2
 
@@ -164,6 +164,42 @@ def test_erase_leaves_zero_residue_in_each_store(alice, alice_client, alice_user
     # The outsider is untouched.
     assert set(points_of(bob, bob_user)) == {str(theirs.pk)}
     assert MemoryRecord.objects.unscoped().filter(pk=theirs.pk).exists()
+
+
+def test_erasing_a_user_deletes_their_keys_by_name_and_no_one_elses(alice, alice_user, alice_session, monkeypatch):
+    import redis as redis_lib
+
+    from orchestration.erasure import user_erase
+    from sessions.services import NewMessage, messages_append, session_open
+    from tenants.services import end_user_create
+
+    other = end_user_create(tenant=alice, external_id="other")
+    other_session, _ = session_open(tenant=alice, user=other)
+    r = get_redis()
+
+    def keys_of(user, session):
+        message = messages_append(tenant=alice, session_id=session.pk, enqueue_extraction=False,
+                                  items=[NewMessage(role="user", content="I live in Porto.")])[0]
+        return [Keys.session_buffer(alice.pk, user.pk, session.pk), Keys.anchor_fold_lock(alice.pk, user.pk, session.pk),
+                Keys.anchor_queued_flag(alice.pk, user.pk, session.pk), Keys.memory_writes_lock(alice.pk, user.pk),
+                Keys.extract_lock(alice.pk, user.pk, message.pk)]
+
+    mine, theirs = keys_of(alice_user, alice_session), keys_of(other, other_session)
+    tenant_key = Keys.lock(alice.pk, "job:merge")
+    for key in [*mine, *theirs, tenant_key]:
+        r.set(key, "1", ex=60)
+    assert all(k.startswith(Keys.user_pattern(alice.pk, alice_user.pk)[:-1]) for k in mine)  # each names the user
+
+    def no_scan(*args, **kwargs):
+        raise AssertionError("erasing one user walked the keyspace")
+
+    monkeypatch.setattr(redis_lib.Redis, "scan_iter", no_scan)
+    monkeypatch.setattr(redis_lib.Redis, "scan", no_scan)
+    report = user_erase(tenant=alice, user=alice_user)
+    monkeypatch.undo()  # the per-test key cleanup scans its own prefix
+    assert report.redis_keys == len(mine)
+    assert [k for k in mine if r.exists(k)] == []
+    assert all(r.exists(k) for k in [*theirs, tenant_key])
 
 
 def test_erase_is_idempotent(alice, alice_user, alice_client):

@@ -303,3 +303,41 @@ def test_the_remember_tool_takes_its_turn_with_extraction(alice, alice_user):
                                                    text="Ada prefers aisle seats.")[1],
         while_waiting=nothing_written)
     assert result == "created" and _mine(alice, alice_user, kind="preference").count() == 1
+
+
+@pytest.fixture
+def lock_store_error(monkeypatch):
+    """Every acquire of a Redis lock fails as it does when Redis drops the connection; other commands still work,
+    so what is checked is the lock's own failure path, not the extraction claim's."""
+    import redis
+    from redis.lock import Lock
+
+    def refuse(self, *args, **kwargs):
+        raise redis.exceptions.ConnectionError("Connection refused")
+
+    monkeypatch.setattr(Lock, "acquire", refuse)
+
+
+def test_extraction_without_the_lock_store_waits_for_a_retry_instead_of_writing_unlocked(alice, alice_user,
+                                                                                       lock_store_error,
+                                                                                       monkeypatch):
+    from infra.errors import ServiceUnavailable
+
+    _, (message,) = record_turns(alice, alice_user, [("user", FLIGHT)], extract=False)
+    with pytest.raises(ServiceUnavailable) as err:
+        message_extract(tenant_id=message.tenant_id, message_id=message.pk)
+    assert err.value.retryable and err.value.status == 503  # memory_extract_task retries on it with backoff
+    assert Message.objects.unscoped().get(pk=message.pk).extracted_at is None and not _mine(alice, alice_user).exists()
+    monkeypatch.undo()  # the lock store is back: the retry writes
+    assert message_extract(tenant_id=message.tenant_id, message_id=message.pk).status == "done"
+    assert _mine(alice, alice_user, subject="destination").count() == 1
+
+
+def test_remember_without_the_lock_store_answers_503_with_retry_after(alice, alice_user, lock_store_error):
+    from infra.errors import ServiceUnavailable
+    from memory.actions import memory_remember
+
+    with pytest.raises(ServiceUnavailable) as err:
+        memory_remember(tenant=alice, user=alice_user, kind="preference", text="Ada prefers aisle seats.")
+    assert err.value.status == 503 and int(err.value.headers["Retry-After"]) >= 1
+    assert not _mine(alice, alice_user).exists()

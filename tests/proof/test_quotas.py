@@ -158,25 +158,58 @@ def test_too_many_input_tokens_is_a_400(make_tenant):
     assert err.value.details["limit"] == 50
 
 
-@pytest.mark.django_db
-def test_quota_store_down_admits_and_logs(make_tenant, settings, caplog):
+@pytest.fixture
+def quota_store_down(settings):
+    """REDIS_URL pointing at a port nothing listens on; the live URL and pool are back afterwards."""
     from infra.redis_client import reset_pool
 
-    tenant = make_tenant("Busy", requests_per_minute=1)
     original = settings.REDIS_URL
-    settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+    settings.REDIS_URL = "redis://127.0.0.1:1/0"
     reset_pool()
-    try:
-        quota_charge_request(tenant=tenant)
-        quota_charge_request(tenant=tenant)
-        settings.CONTINUUM_QUOTA_FAIL_OPEN = False
-        with pytest.raises(Exception) as err:
-            quota_charge_request(tenant=tenant)
-        assert "connect" in str(err.value).lower()
-    finally:
-        settings.REDIS_URL = original
-        reset_pool()
-    assert "quota store unavailable" in caplog.text
+    yield
+    settings.REDIS_URL = original
+    reset_pool()
+
+
+@pytest.mark.django_db
+def test_quota_store_down_refuses_by_default_with_503_and_retry_after(make_tenant, quota_store_down, caplog):
+    from infra.errors import ServiceUnavailable
+
+    tenant = make_tenant("Busy", requests_per_minute=1)
+    for charge in (lambda: quota_charge_request(tenant=tenant), lambda: quota_charge_tokens(tenant=tenant, tokens=5)):
+        with pytest.raises(ServiceUnavailable) as err:
+            charge()
+        assert err.value.status == 503 and err.value.retryable
+        assert int(err.value.headers["Retry-After"]) >= 1
+    assert "refusing" in caplog.text
+
+
+@pytest.mark.django_db
+def test_quota_store_down_admits_and_logs_only_when_the_operator_says_so(make_tenant, quota_store_down, settings,
+                                                                         caplog):
+    settings.CONTINUUM_QUOTA_FAIL_OPEN = True
+    tenant = make_tenant("Busy", requests_per_minute=1)
+    quota_charge_request(tenant=tenant)
+    quota_charge_request(tenant=tenant)
+    quota_charge_tokens(tenant=tenant, tokens=5)
+    assert "quota store unavailable, admitting" in caplog.text
+
+
+@pytest.mark.django_db
+def test_quota_store_down_is_a_503_on_the_rest_and_openai_surfaces(make_tenant, quota_store_down):
+    from django.test import Client
+
+    tenant = make_tenant("Busy")
+    r = client_for(tenant).get("/api/v1/users")
+    assert r.status_code == 503, r.content
+    assert r.json()["error"]["code"] == "service_unavailable" and int(r["Retry-After"]) >= 1
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {tenant.plain_key}"}
+    for r in (Client().get("/v1/models", **auth),
+              Client().post("/v1/chat/completions", {"model": "continuum", "user": "u",
+                                                     "messages": [{"role": "user", "content": "hi"}]},
+                            content_type="application/json", **auth)):
+        assert r.status_code == 503, r.content
+        assert r.json()["error"]["type"] == "server_error" and int(r["Retry-After"]) >= 1
 
 
 @pytest.mark.django_db

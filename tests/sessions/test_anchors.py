@@ -125,7 +125,7 @@ def test_abstractive_anchor_with_an_llm(alice, alice_session, settings):
     # With an LLM the append only queues the fold (the broker is real but no worker runs here) ...
     converse(alice, alice_session, USER_TURNS)
     assert not SummaryAnchor.objects.unscoped().filter(session=alice_session).exists()
-    queued = Keys.lock(alice.pk, f"anchor-queued:{alice_session.pk}")
+    queued = Keys.anchor_queued_flag(alice.pk, alice_session.user_id, alice_session.pk)
     assert get_redis().exists(queued)  # queued once, not once per append
     # ... and the task folds abstractively (run here in-process; JSON round trip of its argument).
     assert anchor_fold_task.apply(args=json.loads(json.dumps([str(alice_session.tenant_id), str(alice_session.pk)]))).get() == 1

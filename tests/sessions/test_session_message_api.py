@@ -176,3 +176,38 @@ def test_secrets_are_redacted_before_the_message_is_stored(alice_client, alice_s
     stored = Message.objects.unscoped().get(session=alice_session).content
     assert card not in stored and key not in stored
     assert "[redacted]" in stored and stored.endswith("ok?")
+
+
+@pytest.mark.parametrize("content", ["", " ", "\n\t  \u3000"])
+@pytest.mark.parametrize("role", ["user", "system", "assistant", "tool"])
+def test_empty_or_whitespace_content_is_400_with_a_reason(alice_client, alice_session, role, content):
+    url = f"/api/v1/sessions/{alice_session.id}/messages"
+    r = alice_client.post(url, {"role": role, "content": content}, format="json")
+    assert r.status_code == 400, r.content
+    error = r.json()["error"]
+    assert error["code"] == "invalid"
+    assert "empty" in error["details"]["content"][0]
+    assert alice_client.get(url).json()["results"] == []
+
+
+def test_one_blank_message_rejects_the_whole_batch_and_names_it(alice_client, alice_session):
+    url = f"/api/v1/sessions/{alice_session.id}/messages"
+    r = alice_client.post(url, {"messages": [{"role": "user", "content": "I live in Porto."},
+                                             {"role": "user", "content": "   "}]}, format="json")
+    assert r.status_code == 400, r.content
+    details = r.json()["error"]["details"]["messages"]
+    assert details[0] == {} and "empty" in details[1]["content"][0]
+    assert alice_client.get(url).json()["results"] == []
+
+
+def test_tool_calls_and_tool_results_may_have_empty_content(alice_client, alice_session):
+    url = f"/api/v1/sessions/{alice_session.id}/messages"
+    call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+    r = alice_client.post(url, {"messages": [
+        {"role": "user", "content": "Look it up."},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "content": "", "tool_call_id": "call_1"},
+        {"role": "assistant", "content": "Nothing found."},
+    ]}, format="json")
+    assert r.status_code == 201, r.content
+    assert [m["role"] for m in alice_client.get(url).json()["results"]] == ["user", "assistant", "tool", "assistant"]
