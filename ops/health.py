@@ -7,7 +7,7 @@ import time
 from django.db import connection
 from django.http import JsonResponse
 
-from .operator_token import operator_token_given
+from infra.operator_token import operator_token_given
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 
-from .operator_token import operator_token_given
+from infra.operator_token import operator_token_given
 
 
 class ContinuumCollector:
