@@ -304,8 +304,10 @@ def _is_answer(content: str, records: list[ToolCallRecord]) -> bool:
     if value is not None and (set(value) <= {"error"} or any(value == r.observation for r in records)):
         return False
     for record in records:
+        # The loop's own notes to the model (a repeat, a call over the cap) are instructions, never words for the
+        # user; a tool's error is the model's to explain, so quoting it is fine.
         error = record.observation.get("error") if isinstance(record.observation, dict) else None
-        if isinstance(error, str) and error[:60] in text:
+        if record.status in ("repeated", "skipped") and isinstance(error, str) and error[:60] in text:
             return False
     return True
 
