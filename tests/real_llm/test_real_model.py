@@ -38,7 +38,7 @@ def test_closing_a_session_writes_an_abstractive_bridge(real_llm, alice, alice_s
     session_close(tenant=alice, session_id=alice_session.pk)
     bridge = bridge_write(session_id=alice_session.pk) or BridgeSummary.objects.get(session=alice_session)
     assert len([c for c in real_llm.calls if c.get("response_format")]) == 1
-    assert bridge.kind == "abstractive", bridge.text
+    assert bridge.method == "abstractive", bridge.text
     assert "newark" in bridge.text.lower() or "$400" in bridge.text, bridge.text
     assert not bridge.text.lstrip().startswith("{")
 
