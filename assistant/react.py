@@ -268,10 +268,25 @@ def parse_arguments(raw) -> tuple[dict | None, str | None]:
 _CALL_KEYS = {"name", "arguments", "parameters"}
 
 
+_LEADING_WRAPPER = re.compile(r"^(?:<tool_call>|```(?:json|JSON)?)\s*")
+
+
 def _content_call_object(content: str) -> dict | None:
-    """The {"name": ..., "arguments": ...} object a reply's whole content is, if it is one (a call's shape)."""
-    value = _json_object(content or "", repair=True)
-    if value is None or not isinstance(value.get("name"), str) or not set(value) <= _CALL_KEYS:
+    """The {"name": ..., "arguments": ...} object a reply opens with, if it does (a call's shape). What follows it is
+    dropped: a small model often goes on to invent the tool's result, which must never stand in for the real one."""
+    text = _LEADING_WRAPPER.sub("", (content or "").strip(), count=1)
+    if not text.startswith("{"):
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        try:
+            value = json_repair.loads(text)  # cut off by max_tokens, or a stray comma
+        except (ValueError, RecursionError):
+            return None
+        if isinstance(value, list):
+            value = value[0] if value else None
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not set(value) <= _CALL_KEYS:
         return None
     return value
 

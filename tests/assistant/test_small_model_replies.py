@@ -115,3 +115,13 @@ def test_max_tokens_is_bounded_per_kind_and_a_client_may_ask_for_less(llm, setti
               limits=limits())
     assert [r["max_tokens"] for r in llm.requests[-2:]] == [50, 321]
     assert "max_completion_tokens" not in llm.requests[-1]
+
+
+def test_a_written_call_followed_by_an_invented_result_runs_the_real_call(llm):
+    invented = '{"name": "lookup", "arguments": {"q": "SFO"}}\n{"result": "made up by the model"}'
+    llm.add(answer(invented), answer("Found SFO."))
+    result, executor = run(llm)
+    assert executor.calls == [("lookup", {"q": "SFO"})]
+    observation = json.loads(llm.requests[1]["messages"][-1]["content"])
+    assert observation == {"result": 'lookup:{"q": "SFO"}'}  # the executor's, not the invented one
+    assert result.content == "Found SFO."

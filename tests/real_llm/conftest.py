@@ -62,6 +62,9 @@ def real_llm(settings, real_model_id, monkeypatch):
     settings.LLM_TIMEOUT_SECONDS, settings.LLM_MAX_RETRIES = 120, 0
     settings.ASSISTANT_MAX_STEPS, settings.ASSISTANT_WALL_CLOCK_SECONDS = 3, 240
     settings.ASSISTANT_LOOP_TOKEN_BUDGET = 6000
+    # As scripts/run configures the local model: shorter turns, and no query rewrite (a model call per search).
+    settings.LLM_MAX_TOKENS = {**settings.LLM_MAX_TOKENS, "turn": 256, "closing": 256}
+    settings.MEMORY_QUERY_REWRITE = False
     llm._client.cache_clear()
     counter = CallCounter()
     monkeypatch.setattr(llm, "chat_completion_send", counter.wrap(llm.chat_completion_send))
