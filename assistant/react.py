@@ -265,9 +265,6 @@ def parse_arguments(raw) -> tuple[dict | None, str | None]:
     return None, f"The arguments are not a JSON object: {snippet!r}. Send the arguments as a JSON object."
 
 
-_CALL_KEYS = {"name", "arguments", "parameters"}
-
-
 _LEADING_WRAPPER = re.compile(r"^(?:<tool_call>|```(?:json|JSON)?)\s*")
 
 
@@ -286,7 +283,10 @@ def _content_call_object(content: str) -> dict | None:
             return None
         if isinstance(value, list):
             value = value[0] if value else None
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not set(value) <= _CALL_KEYS:
+    # A name and its arguments make a call's shape; small models often add keys of their own (a subject, bits of
+    # the tool's schema) beside them, which are dropped.
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not set(value) & {"arguments",
+                                                                                                   "parameters"}:
         return None
     return value
 

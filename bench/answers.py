@@ -83,7 +83,6 @@ def main(argv=None) -> dict:
     import openai
 
     reader = openai.OpenAI(base_url=args.base_url, api_key="not-needed", timeout=120, max_retries=0)
-    model = args.model or reader.models.list().data[0].id
     data = json.loads(Path(args.dataset).read_text())
     if args.conversations:
         data = data[: args.conversations]
@@ -118,6 +117,7 @@ def main(argv=None) -> dict:
     pool = [(s, qa) for s in data for qa in s["qa"]
             if qa.get("category") in locomo.CATEGORIES and qa.get("evidence") and "answer" in qa]
     sample = random.Random(args.seed).sample(pool, min(args.questions, len(pool)))
+    model = (args.model or reader.models.list().data[0].id) if sample else ""
     embedder = get_embedder()
     indexes = {}
     conditions = ("continuum", "dense_baseline", "evidence")

@@ -45,8 +45,15 @@ def test_a_written_call_of_an_undeclared_tool_is_not_run_nor_shown(llm):
     assert content_tool_call(json.dumps({"name": "search_flights", "arguments": {}}), TOOLS) is None
 
 
+def test_a_written_call_with_extra_keys_is_still_a_call(llm):
+    llm.add(answer('{"name": "lookup", "arguments": {"q": "seat"}, "subject": "seat", "additionalProperties": false}'),
+            answer("Aisle."))
+    result, executor = run(llm)
+    assert executor.calls == [("lookup", {"q": "seat"})] and result.content == "Aisle."
+
+
 def test_json_that_is_not_a_call_shape_stays_an_answer(llm):
-    reply = json.dumps({"name": "lookup", "arguments": {}, "why": "the user asked for this JSON"})
+    reply = json.dumps({"name": "Dana", "seat": "aisle", "note": "the user asked for this JSON"})
     llm.add(answer(reply))
     result, executor = run(llm)
     assert executor.calls == [] and result.content == reply
