@@ -5,7 +5,6 @@ holds no transaction, so a model call never waits inside one.
 """
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import re
@@ -15,11 +14,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
+import json_repair
 import openai
 from django.conf import settings
 
 from infra.errors import AppError, ServiceUnavailable
-from infra.llm import chat_completion_send
+from infra.llm import chat_completion_send, llm_priority, max_tokens_for
 from infra.tokens import count_message_tokens, count_tokens, truncate_to_tokens
 
 log = logging.getLogger(__name__)
@@ -127,15 +127,20 @@ class OpenAIChatModel:
         self.options = options or {}
 
     def complete(self, *, messages, tools, tool_choice, deadline, on_delta=None, cancel=None) -> ModelReply:
+        kind = "closing" if tool_choice == "none" else "turn"
         body = {"model": self.name, "messages": messages, **self.options}
+        # A client may ask for fewer tokens than the deployment allows, never more.
+        asked = [v for k in ("max_tokens", "max_completion_tokens") if isinstance(v := body.pop(k, None), int) and v > 0]
+        body["max_tokens"] = min([max_tokens_for(kind), *asked])
         if tools:
             body.update(tools=tools, tool_choice=tool_choice)
         timeout = max(0.5, min(settings.LLM_TIMEOUT_SECONDS, deadline - time.monotonic()))
         try:
-            if on_delta is None:
-                return _reply_from_completion(chat_completion_send(self._client, body, timeout=timeout))
-            return _reply_from_stream(chat_completion_send(self._client, body, timeout=timeout, stream=True),
-                                      on_delta=on_delta, cancel=cancel, deadline=deadline)
+            with llm_priority(kind):
+                if on_delta is None:
+                    return _reply_from_completion(chat_completion_send(self._client, body, timeout=timeout))
+                return _reply_from_stream(chat_completion_send(self._client, body, timeout=timeout, stream=True),
+                                          on_delta=on_delta, cancel=cancel, deadline=deadline)
         except openai.OpenAIError as exc:
             raise _llm_error(exc) from exc
 
@@ -204,39 +209,154 @@ def _reply_from_stream(stream, *, on_delta, cancel, deadline) -> ModelReply:
 # --- arguments and history ------------------------------------------------------------------------------------------
 
 _FENCE = re.compile(r"^```(?:json|JSON)?\s*(.*?)\s*```$", re.S)
-_TRAILING_COMMA = re.compile(r",\s*([}\]])")
+# Some chat templates wrap a call in these markers; a server that does not parse them passes them on as text.
+_CALL_MARKERS = re.compile(r"^<tool_call>\s*(.*?)\s*(?:</tool_call>)?$", re.S)
+
+
+def _unwrapped(text: str) -> str:
+    text = text.strip()
+    for pattern in (_CALL_MARKERS, _FENCE):
+        match = pattern.match(text)
+        if match:
+            text = match.group(1).strip()
+    return text
+
+
+def _json_object(text: str, *, repair: bool) -> dict | None:
+    """The JSON object that text is (fences and call markers removed), repaired by json-repair when asked."""
+    text = _unwrapped(text)
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        if not repair:
+            return None
+        try:
+            value = json_repair.loads(text)
+        except (ValueError, RecursionError):
+            return None
+    return value if isinstance(value, dict) else None
 
 
 def parse_arguments(raw) -> tuple[dict | None, str | None]:
-    """Tool arguments as a dict, forgiving what models commonly get wrong; (None, reason) when hopeless."""
+    """Tool arguments as a dict, forgiving what models commonly get wrong (fences, trailing commas, single quotes,
+    arguments encoded twice: json-repair); (None, reason) when hopeless."""
     if isinstance(raw, dict):
         return raw, None
     text = (raw or "").strip() if isinstance(raw, str) else ""
     if not text:
         return {}, None
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
-    candidates = [text]
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start:end + 1])
-    for candidate in candidates:
-        for attempt in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
-            value = None
+    value = None
+    try:
+        value = json.loads(_unwrapped(text))
+        if isinstance(value, str):  # arguments JSON-encoded twice
+            value = json.loads(value)
+    except (ValueError, TypeError):
+        start = text.find("{")
+        if start >= 0:
             try:
-                value = json.loads(attempt)
-                if isinstance(value, str):  # arguments JSON-encoded twice
-                    value = json.loads(value)
-            except (ValueError, TypeError):
-                try:
-                    value = ast.literal_eval(attempt)  # Python-style dicts: single quotes, True/None
-                except (ValueError, SyntaxError, MemoryError, RecursionError):
-                    continue
-            if isinstance(value, dict):
-                return value, None
+                value = json_repair.loads(text[start:])
+            except (ValueError, RecursionError):
+                value = None
+    if isinstance(value, dict):
+        return value, None
     snippet = text if len(text) <= 120 else text[:117] + "..."
     return None, f"The arguments are not a JSON object: {snippet!r}. Send the arguments as a JSON object."
+
+
+_LEADING_WRAPPER = re.compile(r"^(?:<tool_call>|```(?:json|JSON)?)\s*")
+
+
+def _content_call_object(content: str) -> dict | None:
+    """The {"name": ..., "arguments": ...} object a reply opens with, if it does (a call's shape). What follows it is
+    dropped: a small model often goes on to invent the tool's result, which must never stand in for the real one."""
+    text = _LEADING_WRAPPER.sub("", (content or "").strip(), count=1)
+    if not text.startswith("{"):
+        return None
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text)
+    except ValueError:
+        try:
+            value = json_repair.loads(text)  # cut off by max_tokens, or a stray comma
+        except (ValueError, RecursionError):
+            return None
+        if isinstance(value, list):
+            value = value[0] if value else None
+    # A name and its arguments make a call's shape; small models often add keys of their own (a subject, bits of
+    # the tool's schema) beside them, which are dropped.
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not set(value) & {"arguments",
+                                                                                                   "parameters"}:
+        return None
+    return value
+
+
+def content_tool_call(content: str, tools: list[dict]) -> dict | None:
+    """A tool call the model wrote as text instead of a structured call, as an OpenAI tool call; None otherwise.
+
+    Small models served without a tool-call parser answer `{"name": ..., "arguments": ...}` (bare, fenced or in
+    call markers) in `content`. Only one call of a tool that was offered counts: anything else is left as text."""
+    value = _content_call_object(content)
+    declared = {(t.get("function") or {}).get("name") for t in tools or []}
+    if value is None or value["name"] not in declared:
+        return None
+    arguments = value.get("arguments", value.get("parameters", {}))
+    if isinstance(arguments, str):
+        arguments, _ = parse_arguments(arguments)
+    if not isinstance(arguments, dict):
+        return None
+    return {"id": "", "type": "function",
+            "function": {"name": value["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}}
+
+
+def _is_answer(content: str, records: list[ToolCallRecord]) -> bool:
+    """Whether a reply can be shown to the user: not empty, not a call written as text (declared or not), and not
+    the loop's own observations echoed back (a small model copies a warning such as "You already called ...")."""
+    text = (content or "").strip()
+    if not text or _content_call_object(text) is not None:
+        return False
+    value = _json_object(text, repair=False)
+    if value is not None and (set(value) <= {"error"} or any(value == r.observation for r in records)):
+        return False
+    for record in records:
+        # The loop's own notes to the model (a repeat, a call over the cap) are instructions, never words for the
+        # user; a tool's error is the model's to explain, so quoting it is fine.
+        error = record.observation.get("error") if isinstance(record.observation, dict) else None
+        if record.status in ("repeated", "skipped") and isinstance(error, str) and error[:60] in text:
+            return False
+    return True
+
+
+class _HeldDeltas:
+    """Passes streamed content on, except a reply that may turn out to be a call written as text or an echoed
+    observation (it starts like JSON): that is held until the whole reply is known, then sent or dropped."""
+
+    _OPENERS = ("{", "[", "```", "<tool_call>")
+
+    def __init__(self, on_delta: Callable[[str], None]):
+        self._on_delta = on_delta
+        self._parts: list[str] = []
+        self._passing = False
+
+    def __call__(self, text: str) -> None:
+        if self._passing:
+            self._on_delta(text)
+            return
+        self._parts.append(text)
+        head = "".join(self._parts).lstrip()
+        if head and not any(head.startswith(o) or o.startswith(head) for o in self._OPENERS):
+            self.release()
+
+    def release(self) -> None:
+        if not self._passing:
+            self._passing = True
+            held = "".join(self._parts)
+            if held:
+                self._on_delta(held)
+
+    @property
+    def released(self) -> bool:
+        return self._passing
 
 
 def _calls(message: dict) -> list[dict]:
@@ -340,12 +460,39 @@ def fit_to_budget(base: list[dict], loop: list[dict], budget: int) -> list[dict]
     return window
 
 
-def _fallback_answer(stop_reason: str, records: list[ToolCallRecord]) -> str:
-    done = sorted({r.name for r in records if r.status == "ok"})
-    did = f" So far I used: {', '.join(done)}." if done else ""
+def _observed(records: list[ToolCallRecord], describe: Callable[[str, dict], str] | None) -> list[str]:
+    """What the turn's successful tool calls found, one line each: memories with their provenance, others as the
+    caller's describe(name, observation) puts them."""
+    lines: list[str] = []
+    for record in records:
+        observation = record.observation if isinstance(record.observation, dict) else {}
+        if record.status != "ok":
+            continue
+        memories = observation.get("memories")
+        if isinstance(memories, list):
+            lines += [f"- {m['text']}" + (f" ({m['provenance']})" if m.get("provenance") else "")
+                      for m in memories if isinstance(m, dict) and isinstance(m.get("text"), str)]
+            if not memories and isinstance(observation.get("note"), str):
+                lines.append(f"- {record.name}: {observation['note']}")
+        elif describe is not None:
+            lines.append(f"- {record.name}: {describe(record.name, observation)}")
+    return list(dict.fromkeys(lines))[:10]
+
+
+def _fallback_answer(stop_reason: str, records: list[ToolCallRecord],
+                     describe: Callable[[str, dict], str] | None = None) -> str:
+    """The answer built without the model from what the tools observed: never a raw observation."""
+    found = _observed(records, describe)
+    if stop_reason == ANSWER:  # the model answered, but not in words a user can read
+        head = "Here is what I found:" if found else "I could not put an answer together; please ask again."
+        return "\n".join([head, *found])
     why = {MAX_STEPS: "I reached the limit of steps for one reply", TIMEOUT: "I ran out of time for this reply",
            LOOP_DETECTED: "I was going round in circles", LLM_ERROR: "the language model stopped responding",
            CANCELLED: "the reply was cancelled"}.get(stop_reason, "I had to stop")
+    if found:
+        return "\n".join([f"I could not finish this answer ({why}). Here is what I found:", *found])
+    done = sorted({r.name for r in records if r.status == "ok"})
+    did = f" So far I used: {', '.join(done)}." if done else ""
     return f"I could not finish this answer: {why}.{did} Ask me to continue and I will pick up from here."
 
 
@@ -353,8 +500,13 @@ def _fallback_answer(stop_reason: str, records: list[ToolCallRecord]) -> str:
 
 def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str, dict], tuple[str, dict]],
               model: ChatModel, limits: LoopLimits, on_delta: Callable[[str], None] | None = None,
-              cancel: threading.Event | None = None) -> LoopResult:
-    """Run the model with tools until it answers or a limit stops it; every tool call is answered before return."""
+              cancel: threading.Event | None = None,
+              describe: Callable[[str, dict], str] | None = None) -> LoopResult:
+    """Run the model with tools until it answers or a limit stops it; every tool call is answered before return.
+
+    The reply shown to the user is always words: a call written as text is run as a call, and a reply that is no
+    answer (an echoed warning, raw JSON) gets one closing call without tools, then an answer built from what the
+    tools found (`describe(name, observation)` words a non-memory observation)."""
     deadline = time.monotonic() + limits.wall_clock_seconds
     # Tool definitions ride with every call; what remains of the budget is for messages.
     budget = max(256, limits.token_budget - count_tokens(json.dumps(tools, separators=(",", ":"))))
@@ -363,15 +515,16 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
     records: list[ToolCallRecord] = []
     seen: dict[tuple[str, str], int] = {}
     used_ids = {c.get("id") for m in base for c in _calls(m)}
-    usage = {"prompt_tokens": 0, "completion_tokens": 0}
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "model_calls": 0}
     stalled, steps, content, stop = 0, 0, "", None
 
     def add_usage(reply: ModelReply, window: list[dict]) -> None:
         got = reply.usage or {"prompt_tokens": count_message_tokens(window),
                               "completion_tokens": count_tokens(reply.content) + sum(
                                   count_tokens(c["function"]["arguments"] or "") for c in reply.tool_calls)}
-        for key in usage:
+        for key in ("prompt_tokens", "completion_tokens"):
             usage[key] += got.get(key, 0)
+        usage["model_calls"] += 1
 
     while stop is None:
         if steps >= limits.max_steps:
@@ -385,9 +538,10 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
             break
         steps += 1
         window = fit_to_budget(base, loop, budget)
+        held = _HeldDeltas(on_delta) if on_delta is not None else None
         try:
             reply = model.complete(messages=window, tools=tools, tool_choice="auto", deadline=deadline,
-                                   on_delta=on_delta, cancel=cancel)
+                                   on_delta=held, cancel=cancel)
         except AppError:
             if not records:
                 raise  # nothing happened yet: the caller reports the outage instead of a non-answer
@@ -396,11 +550,21 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
             break
         add_usage(reply, window)
         if reply.finish_reason in (CANCELLED, TIMEOUT):
-            content, stop = reply.content, reply.finish_reason
+            content, stop = (reply.content if _is_answer(reply.content, records) else ""), reply.finish_reason
+            if held is not None and content:
+                held.release()
             break
         if not reply.tool_calls:
-            content, stop = reply.content, ANSWER
-            break
+            written = content_tool_call(reply.content, tools)
+            if written is not None:
+                reply.tool_calls, reply.content = [written], ""
+            else:
+                content, stop = reply.content, ANSWER
+                if not _is_answer(content, records):
+                    content = ""  # not shown: the closing call below answers instead
+                elif held is not None:
+                    held.release()
+                break
         calls = _normalized_calls(reply.tool_calls, used_ids)
         loop.append({"role": "assistant", "content": reply.content or None, "tool_calls": calls})
         fresh = 0
@@ -415,11 +579,11 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
         if stalled >= STALLED_STEPS_LIMIT:
             stop = LOOP_DETECTED
 
-    if stop not in (ANSWER, CANCELLED) and not content.strip():
+    if stop != CANCELLED and not content.strip():
         content = _closing_answer(base, loop, stop=stop, tools=tools, model=model, budget=budget, deadline=deadline,
-                                  on_delta=on_delta, cancel=cancel, add_usage=add_usage)
-    if not content.strip() and stop != ANSWER:
-        content = _fallback_answer(stop, records)
+                                  on_delta=on_delta, cancel=cancel, add_usage=add_usage, records=records)
+    if not content.strip():
+        content = _fallback_answer(stop, records, describe)
         if on_delta is not None:
             on_delta(content)
     loop.append({"role": "assistant", "content": content})
@@ -446,19 +610,29 @@ def _run_call(call: dict, *, position: int, step: int, seen: dict, execute, limi
     return ToolCallRecord(call["id"], name, arguments, status, observation, step)
 
 
-def _closing_answer(base, loop, *, stop, tools, model, budget, deadline, on_delta, cancel, add_usage) -> str:
+def _closing_answer(base, loop, *, stop, tools, model, budget, deadline, on_delta, cancel, add_usage,
+                    records) -> str:
     """One last model call without tools, so a stopped loop still ends with the best answer it can give."""
     if stop in (LLM_ERROR, TIMEOUT) or deadline - time.monotonic() < FINAL_CALL_MIN_SECONDS:
         return ""
-    nudge = {"role": "system", "content": f"Stop using tools: {_STOP_EXPLAINED.get(stop, 'the turn must end')}. "
-                                          "Answer the user now with what you have, and say briefly what is "
-                                          "unfinished."}
-    window = fit_to_budget(base, loop + [nudge], budget)
+    if stop == ANSWER:
+        nudge = ("Your last reply was not an answer the user can read. Do not call tools and do not write JSON: "
+                 "answer the user now in plain words, using the tool results above.")
+    else:
+        nudge = (f"Stop using tools: {_STOP_EXPLAINED.get(stop, 'the turn must end')}. Answer the user now in plain "
+                 "words with what you have, and say briefly what is unfinished.")
+    window = fit_to_budget(base, loop + [{"role": "system", "content": nudge}], budget)
+    held = _HeldDeltas(on_delta) if on_delta is not None else None
     try:
         reply = model.complete(messages=window, tools=tools, tool_choice="none", deadline=deadline,
-                               on_delta=on_delta, cancel=cancel)
+                               on_delta=held, cancel=cancel)
     except AppError:
         log.warning("closing model call failed after %s", stop, exc_info=True)
         return ""
     add_usage(reply, window)
-    return reply.content  # tool calls in a tools-off reply are ignored: nothing may be left unanswered
+    # Tool calls in a tools-off reply are ignored (nothing may be left unanswered), and so is one written as text.
+    if not _is_answer(reply.content, records):
+        return ""
+    if held is not None:
+        held.release()
+    return reply.content

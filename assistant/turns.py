@@ -139,7 +139,7 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
                      # A caller may ask for fewer steps than the deployment allows, never more.
                      limits=LoopLimits.from_settings(max_steps=min(max_steps or settings.ASSISTANT_MAX_STEPS,
                                                                    settings.ASSISTANT_MAX_STEPS)),
-                     on_delta=on_delta, cancel=cancel)
+                     on_delta=on_delta, cancel=cancel, describe=outcome_summary)
 
     spent = loop.usage.get("prompt_tokens", 0) + loop.usage.get("completion_tokens", 0)
     quota_charge_tokens(tenant=tenant, tokens=spent - ctx.total_tokens, enforce=False)

@@ -27,7 +27,7 @@ SESSION_1 = [
      "Done: SFO to Newark next Tuesday, under $400, aisle seat, no United."),
 ]
 SESSION_2 = "Hi, I'm back. Can you look for that flight for me now?"
-WAIT_SECONDS = 90
+WAIT_SECONDS = float(os.environ.get("DEMO_WAIT_SECONDS", "90"))  # background work on a CPU model takes longer
 
 
 class DemoError(Exception):
@@ -93,12 +93,22 @@ def show_retrieved(memories: list[dict]) -> None:
         say(f"- {m['text']}  — {m.get('provenance') or m.get('source_type', '')}", 2)
 
 
-def show_turn(result: dict) -> None:
+def show_turn(result: dict, seconds: float) -> None:
     for call in result.get("tool_calls", []):
         say(f"tool {call['name']}({call.get('arguments')}) -> {call['status']}", 2)
     say(f"assistant: {result['reply']}", 2)
     if result.get("stop_reason") != "answer":
         say(f"(stopped: {result.get('stop_reason')})", 2)
+    usage = result.get("usage") or {}
+    say(f"({usage.get('model_calls', '?')} model calls, {usage.get('completion_tokens', '?')} tokens generated, "
+        f"{seconds:.1f} s)", 2)
+
+
+def turn(api: Api, session_id: str, line: str) -> dict:
+    started = time.monotonic()
+    result = api("POST", f"/sessions/{session_id}/turns", json={"input": line})
+    show_turn(result, time.monotonic() - started)
+    return result
 
 
 def context_of(api: Api, session_id: str, text: str) -> dict:
@@ -145,7 +155,7 @@ def main() -> int:
         say()
         say(f"user: {line}", 2)
         if assistant:
-            show_turn(api("POST", f"/sessions/{s1['id']}/turns", json={"input": line}))
+            turn(api, s1["id"], line)
         else:
             api("POST", f"/sessions/{s1['id']}/messages",
                 json={"messages": [{"role": "user", "content": line}, {"role": "assistant", "content": scripted_reply}]})
@@ -173,8 +183,7 @@ def main() -> int:
     say()
     say(f"user: {SESSION_2}", 2)
     if assistant:
-        result = api("POST", f"/sessions/{s2['id']}/turns", json={"input": SESSION_2})
-        show_turn(result)
+        result = turn(api, s2["id"], SESSION_2)
         step("Memories the answer drew on, with provenance")
         show_retrieved(result.get("memories", []))
         breakdown = result.get("breakdown", {})

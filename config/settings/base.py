@@ -166,6 +166,15 @@ LLM_MODEL = env("LLM_MODEL", default="")
 LLM_FAST_MODEL = env("LLM_FAST_MODEL", default="")
 LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=30.0)
 LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=2)
+# max_tokens per call kind (infra.llm.max_tokens_for): every model call is bounded, so a CPU model that rambles stops
+# within seconds. turn: one step of the ReAct loop; closing: its last call without tools.
+LLM_MAX_TOKENS = env.json("LLM_MAX_TOKENS", default={
+    "default": 512, "turn": 512, "closing": 384, "rewrite": 64, "extraction": 384, "bridge": 256, "anchor": 256,
+    "consolidate": 384})
+# Background model calls (extraction, bridges) in flight at once, 0 = no limit. A local model server has a few slots:
+# start it with one more than this, and background calls wait while a user's call is in flight (infra.llm.llm_priority).
+LLM_BACKGROUND_CONCURRENCY = env.int("LLM_BACKGROUND_CONCURRENCY", default=0)
+LLM_BACKGROUND_HOLD_SECONDS = env.float("LLM_BACKGROUND_HOLD_SECONDS", default=60.0)
 
 # --- Assistant mode: the bounded ReAct loop (assistant/) ----------------------
 ASSISTANT_MAX_STEPS = env.int("ASSISTANT_MAX_STEPS", default=6)  # model calls that may use tools, per turn

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 
-from infra.llm import structured_completion
+from infra.llm import StructuredOutputInvalid, structured_completion
 
 from .candidate import Candidate, subject_normalize
 from .injection import candidates_screen
@@ -79,19 +79,28 @@ def _candidates(answer: dict, *, source_type: str, extractor: str, min_confidenc
     return out
 
 
+def _answer(**kwargs) -> dict:
+    """One structured pass; an answer that fits no schema even repaired adds nothing (the rules still ran)."""
+    try:
+        return structured_completion(**kwargs, kind="extraction")
+    except StructuredOutputInvalid as exc:
+        log.warning("LLM extraction pass %s dropped: %s", kwargs.get("schema_name"), exc)
+        return {}
+
+
 def llm_extract(text: str, *, who: str, context: str = "") -> list[Candidate]:
     """Two structured calls. Raises ServiceUnavailable when the model is unreachable (the task retries).
 
     A model told that the message is data can still be fooled by it: what it returns is screened for
     instructions to the assistant before anything else sees it (the second prompt included)."""
     explicit = candidates_screen(_candidates(
-        structured_completion(system=_EXPLICIT.format(who=who), user=_prompt(text, context),
-                              schema_name="explicit_memories", schema=SCHEMA),
+        _answer(system=_EXPLICIT.format(who=who), user=_prompt(text, context),
+                schema_name="explicit_memories", schema=SCHEMA),
         source_type="user_stated", extractor="llm", min_confidence=0.5), who=who)
     known = "; ".join(c.text for c in explicit) or "nothing"
     implicit = candidates_screen(_candidates(
-        structured_completion(system=_IMPLICIT.format(who=who, known=known), user=_prompt(text, context),
-                              schema_name="implicit_preferences", schema=SCHEMA),
+        _answer(system=_IMPLICIT.format(who=who, known=known), user=_prompt(text, context),
+                schema_name="implicit_preferences", schema=SCHEMA),
         source_type="inferred", extractor="llm-implicit", min_confidence=0.6), who=who)
     # Pass two is about preferences; a "fact" it infers is still only an inference.
     for c in implicit:

@@ -88,7 +88,7 @@ def similar_clusters(events: list[MemoryRecord], *, threshold: float, min_size: 
 def _llm_facts(cluster: list[MemoryRecord]) -> list[tuple[dict, list[MemoryRecord]]]:
     listing = "\n".join(f"{n}. ({e.created_at:%Y-%m-%d}) {e.text}" for n, e in enumerate(cluster, start=1))
     answer = structured_completion(system=SYSTEM_PROMPT, user=listing, schema_name="consolidated_facts",
-                                   schema=FACTS_SCHEMA)
+                                   schema=FACTS_SCHEMA, kind="consolidate")
     out = []
     for fact in answer.get("facts") or []:
         members = [cluster[n - 1] for n in sorted(set(fact.get("event_numbers") or [])) if 1 <= n <= len(cluster)]

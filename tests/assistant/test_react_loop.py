@@ -61,12 +61,14 @@ def assert_valid(result):
     ("{'q': 'x', 'n': None}", {"q": "x", "n": None}),
     (json.dumps(json.dumps({"q": "x"})), {"q": "x"}),
     ('Sure: {"q": "x"} there you go', {"q": "x"}),
+    ("{q: x", {"q": "x"}),  # unquoted key, cut off
+    ('{"query": "flight', {"query": "flight"}),  # cut off by max_tokens
 ])
 def test_parse_arguments_forgives_common_mistakes(raw, expected):
     assert parse_arguments(raw) == (expected, None)
 
 
-@pytest.mark.parametrize("raw", ["{q: x", "[1, 2]", "just words", "{'q': __import__('os')}"])
+@pytest.mark.parametrize("raw", ["[1, 2]", "just words", '"a string"', "42"])
 def test_parse_arguments_reports_what_it_cannot_read(raw):
     value, error = parse_arguments(raw)
     assert value is None and "not a JSON object" in error
@@ -142,7 +144,7 @@ def test_tool_error_is_an_observation_the_model_recovers_from(llm):
 
 
 def test_unreadable_arguments_become_an_error_observation(llm):
-    llm.add(tool_step(call("lookup", "{q: oops", "bad")), answer("Sorry."))
+    llm.add(tool_step(call("lookup", "look up SFO please", "bad")), answer("Sorry."))
     result, executor = run(llm)
     assert executor.calls == []
     tool_message = next(m for m in llm.requests[1]["messages"] if m.get("tool_call_id") == "bad")

@@ -1,0 +1,134 @@
+"""The LLM adapter against a model over HTTP (respx): bounded tokens per kind, validated and repaired structured
+outputs, and background calls held back while a user's call is in flight."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+import respx
+
+from infra import llm as llm_module
+from infra.llm import StructuredOutputInvalid, llm_priority, structured_completion
+
+BASE_URL = "http://llm.test/v1"
+SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"],
+          "additionalProperties": False}
+
+
+def completion(content: str) -> dict:
+    return {"id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+@pytest.fixture
+def model(settings):
+    settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_MAX_RETRIES = BASE_URL, "m", 0
+    llm_module._client.cache_clear()
+    replies: list[str] = []
+    sent: list[dict] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, json=completion(replies.pop(0)))
+
+    with respx.mock(assert_all_called=False) as router:
+        router.post(f"{BASE_URL}/chat/completions").mock(side_effect=reply)
+        yield replies, sent
+    llm_module._client.cache_clear()
+
+
+def ask(kind: str = "default") -> dict:
+    return structured_completion(system="s", user="u", schema_name="q", schema=SCHEMA, kind=kind)
+
+
+def test_each_call_kind_sends_its_own_max_tokens(model, settings):
+    replies, sent = model
+    settings.LLM_MAX_TOKENS = {"default": 500, "extraction": 300, "rewrite": 40}
+    replies += ['{"query": "a"}'] * 3
+    ask("extraction"), ask("rewrite"), ask("bridge")
+    assert [b["max_tokens"] for b in sent] == [300, 40, 500]
+
+
+def test_broken_json_gets_one_repair(model):
+    replies, _ = model
+    replies.append('{"query": "flights to Newark",')  # cut off by max_tokens
+    assert ask() == {"query": "flights to Newark"}
+
+
+def test_an_answer_that_does_not_fit_the_schema_is_refused(model):
+    replies, _ = model
+    replies += ['{"query": 3}', '{"q": "x"}', "I think the query is flights", ""]
+    for _ in range(4):
+        with pytest.raises(StructuredOutputInvalid):
+            ask()
+
+
+def test_extraction_falls_back_to_the_rules_when_the_model_answers_off_schema(model):
+    from memory.extraction.llm_extract import llm_extract
+
+    replies, sent = model
+    replies += ['{"memories": [{"kind": "fact", "text": "x"}]}', "not json"]  # fields missing; not JSON at all
+    assert llm_extract("I live in Paris.", who="Dana") == []  # nothing from the model, and no error
+    assert len(sent) == 2
+
+
+def test_background_calls_wait_while_a_user_call_is_in_flight(settings):
+    settings.LLM_BACKGROUND_CONCURRENCY, settings.LLM_BACKGROUND_HOLD_SECONDS = 1, 10
+    events: list[str] = []
+    in_turn, release = threading.Event(), threading.Event()
+
+    def turn():
+        with llm_priority("turn"):
+            events.append("turn starts")
+            in_turn.set()
+            release.wait(5)
+            events.append("turn ends")
+
+    def extraction():
+        with llm_priority("extraction"):
+            events.append("extraction runs")
+
+    t = threading.Thread(target=turn)
+    t.start()
+    in_turn.wait(5)
+    b = threading.Thread(target=extraction)
+    b.start()
+    time.sleep(0.8)
+    assert events == ["turn starts"]  # held back
+    release.set()
+    t.join(5), b.join(5)
+    assert events == ["turn starts", "turn ends", "extraction runs"]
+
+
+def test_background_calls_share_a_bounded_number_of_slots(settings):
+    settings.LLM_BACKGROUND_CONCURRENCY, settings.LLM_BACKGROUND_HOLD_SECONDS = 1, 10
+    active, peak, lock = [0], [0], threading.Lock()
+
+    def background():
+        with llm_priority("bridge"):
+            with lock:
+                active[0] += 1
+                peak[0] = max(peak[0], active[0])
+            time.sleep(0.3)
+            with lock:
+                active[0] -= 1
+
+    threads = [threading.Thread(target=background) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert peak[0] == 1
+
+
+def test_without_a_background_limit_nothing_waits(settings):
+    settings.LLM_BACKGROUND_CONCURRENCY = 0
+    with llm_priority("turn"):
+        started = time.monotonic()
+        with llm_priority("extraction"):
+            pass
+    assert time.monotonic() - started < 0.1
