@@ -13,6 +13,7 @@ from django.db.models import Q
 from django.db.models.functions import MD5
 
 from infra.errors import AppError, Conflict, NotFound, ValidationFailed
+from infra.secrets import secrets_redact
 from sessions.models import Message, Session
 from sessions.selectors import access_session, session_open_for_user
 from orchestration.sessions import session_start

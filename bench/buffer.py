@@ -115,7 +115,6 @@ def main(argv=None) -> dict:
     from infra.redis_client import Keys, get_redis
     from infra.tokens import count_message_tokens, encoding, token_counts_clear
     from sessions import buffer as buffer_mod
-    from context import composer as composer_mod
     from context.composer import context_compose
     from sessions.models import Message, Session
     from sessions.services import NewMessage

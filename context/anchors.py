@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import re
-import uuid
 from dataclasses import dataclass
 
 import redis
@@ -17,7 +16,7 @@ from django.db import IntegrityError, transaction
 
 from infra import llm
 from infra.errors import AppError
-from infra.redis_client import Keys, get_redis
+from infra.redis_client import Keys, get_redis, held_lock
 from infra.sentences import sentences
 from infra.tokens import count_tokens, truncate_to_tokens
 
@@ -176,19 +175,7 @@ def _summarize(plan: FoldPlan, *, use_llm: bool) -> tuple[str, str]:
     return text or "(small talk)", "extractive"
 
 
-def _lock(tenant_id, user_id, session_id, seconds: int = 120) -> tuple[str, str] | None:
-    key, token = Keys.anchor_fold_lock(tenant_id, user_id, session_id), uuid.uuid4().hex
-    return (key, token) if get_redis().set(key, token, nx=True, ex=seconds) else None
-
-
-_UNLOCK = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
-
-
-def _unlock(lock: tuple[str, str]) -> None:
-    try:
-        get_redis().eval(_UNLOCK, 1, lock[0], lock[1])
-    except redis.exceptions.RedisError:
-        pass  # the lock expires on its own
+FOLD_LOCK_SECONDS = 120
 
 
 def anchors_fold(*, tenant_id, user_id, session_id, use_llm: bool | None = None,
@@ -198,14 +185,13 @@ def anchors_fold(*, tenant_id, user_id, session_id, use_llm: bool | None = None,
     One folder per session at a time (a Redis lock); a lost race on the database is harmless because the
     unique (session, first_seq) keeps the first anchor and the loser reuses it.
     """
-    from .buffer import buffer_add_anchor
+    from .buffer import buffer_add_anchor  # the buffer reads anchors too: resolved at call time
 
     use_llm = llm.llm_configured() if use_llm is None else use_llm
-    lock = _lock(tenant_id, user_id, session_id)
-    if lock is None:
-        return []
     made: list[SummaryAnchor] = []
-    try:
+    with held_lock(Keys.anchor_fold_lock(tenant_id, user_id, session_id), timeout=FOLD_LOCK_SECONDS) as held:
+        if not held:
+            return []
         for _ in range(max_folds):
             plan = anchor_plan(tenant_id=tenant_id, session_id=session_id)
             if plan is None:
@@ -225,8 +211,6 @@ def anchors_fold(*, tenant_id, user_id, session_id, use_llm: bool | None = None,
                 buffer_add_anchor(tenant_id=tenant_id, user_id=user_id, session_id=session_id, anchor=anchor)
             except redis.exceptions.RedisError:
                 log.warning("anchor %s saved but not put into the buffer; the next rebuild picks it up", anchor.pk)
-    finally:
-        _unlock(lock)
     return made
 
 

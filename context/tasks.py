@@ -26,7 +26,7 @@ def anchor_fold_task(self, tenant_id: str, session_id: str) -> int:
         log.info("anchor fold for session %s skipped: the session is gone", session_id)
         return 0
     made = anchors_fold(tenant_id=row["tenant_id"], user_id=row["user_id"], session_id=session_id)
-    get_redis().delete(Keys.lock(row["tenant_id"], f"anchor-queued:{session_id}"))
+    get_redis().delete(Keys.anchor_queued_flag(row["tenant_id"], row["user_id"], session_id))
     return len(made)
 
 

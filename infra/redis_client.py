@@ -1,7 +1,9 @@
 """The Redis adapter: one connection pool from REDIS_URL, and the one builder of every key we write."""
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 
 import redis
 from django.conf import settings
@@ -22,6 +24,22 @@ def get_redis() -> redis.Redis:
 def _client(pool: redis.ConnectionPool) -> redis.Redis:
     # Building a client costs more than a round trip (its callback table); clients are thread-safe, share one.
     return redis.Redis(connection_pool=pool, decode_responses=False)
+
+
+@contextlib.contextmanager
+def held_lock(key: str, *, timeout: float) -> Iterator[bool]:
+    """redis-py's Lock, taken without waiting: yields whether this caller holds it. It expires after `timeout` if
+    the holder dies, and is released on exit only while it is still this caller's (redis-py checks its token)."""
+    lock = get_redis().lock(key, timeout=max(1, timeout), blocking=False)
+    held = lock.acquire(blocking=False)
+    try:
+        yield held
+    finally:
+        if held:
+            try:
+                lock.release()
+            except (redis.exceptions.LockError, redis.exceptions.RedisError):
+                pass  # it expired (another caller may hold it now) or Redis went away: it frees itself
 
 
 def reset_pool() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import re
 import uuid
 from datetime import datetime, timedelta
@@ -23,7 +22,6 @@ from infra import clock
 from infra.embedder import get_embedder
 from infra.errors import Conflict, NotFound, ValidationFailed
 from infra.secrets import secrets_redact
-from infra.vector_store import Scope, get_vector_store
 from tenants.models import EndUser, Tenant
 from tenants.selectors import parse_uuid
 

@@ -17,7 +17,7 @@ from django.db.models import F
 from redis.exceptions import RedisError
 
 from infra.clock import now
-from infra.redis_client import Keys, get_redis
+from infra.redis_client import Keys, held_lock
 
 from .models import MemoryRecord, MemoryStatus, VectorOutbox
 from .points import point_payload, points_for_records
@@ -118,19 +118,15 @@ def outbox_pending_count(*, tenant_id=None) -> int:
              retry_backoff_max=300, retry_jitter=True, max_retries=5)
 def outbox_flush_task(self, batch_size: int = APPLY_BATCH, max_batches: int = 10) -> int:
     """Apply pending outbox rows, bounded per run; re-enqueues itself while work remains and progress is made."""
-    redis = get_redis()
-    lock = Keys.global_lock("outbox-flush")
-    if not redis.set(lock, "1", nx=True, ex=FLUSH_LOCK_SECONDS):
-        return 0  # another flush is running; it re-enqueues itself if it leaves work behind
     applied = last = 0
-    try:
+    with held_lock(Keys.global_lock("outbox-flush"), timeout=FLUSH_LOCK_SECONDS) as held:
+        if not held:
+            return 0  # another flush is running; it re-enqueues itself if it leaves work behind
         for _ in range(max_batches):
             last = outbox_apply(limit=batch_size)
             applied += last
             if last == 0:  # nothing pending, or the store is still down: the next beat tick tries again
                 break
-    finally:
-        redis.delete(lock)
     if last and outbox_pending_count():
         outbox_flush_task.apply_async(kwargs={"batch_size": batch_size, "max_batches": max_batches}, countdown=1)
     if applied:

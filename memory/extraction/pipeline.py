@@ -17,7 +17,7 @@ from django.db import transaction
 from infra.embedder import get_embedder
 from infra.errors import AppError
 from infra.llm import llm_configured
-from infra.redis_client import Keys, get_redis
+from infra.redis_client import Keys, held_lock
 from ..actions import decisions_apply, memory_id_for
 from ..models import MemoryKind, MemoryRecord
 from ..sources import SourceMessage
@@ -102,14 +102,11 @@ def memory_extract(*, tenant, user, source: SourceMessage, claim: Callable[[], b
 
     `claim()` runs inside the persist transaction and returns False when another run already extracted the
     message; only the run that claims it writes."""
-    redis = get_redis()
-    lock = Keys.extract_lock(tenant.pk, user.pk, source.id)
-    if not redis.set(lock, "1", nx=True, ex=settings.MEMORY_EXTRACTION_LOCK_SECONDS):
-        return ExtractionResult(source.id, "busy")
-    try:
+    with held_lock(Keys.extract_lock(tenant.pk, user.pk, source.id),
+                   timeout=settings.MEMORY_EXTRACTION_LOCK_SECONDS) as held:
+        if not held:
+            return ExtractionResult(source.id, "busy")
         return _extract_locked(tenant, user, source, claim, allow_llm_failure=allow_llm_failure)
-    finally:
-        redis.delete(lock)
 
 
 def _extract_locked(tenant, user, message: SourceMessage, claim, *, allow_llm_failure: bool) -> ExtractionResult:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import pytest
 
 from orchestration.tasks import session_finish as _session_finish
-from context.composer import context_compose
 from context.links import reference_in
 from sessions.models import Session, SessionLink
 from sessions.services import NewMessage
