@@ -71,7 +71,7 @@ def test_staff_see_only_their_tenants_and_cannot_grant_themselves_more(alice, bo
 def test_deleting_a_tenant_in_the_admin_starts_an_erasure_task_that_erases_it_everywhere(alice, alice_user, bob,
                                                                                         monkeypatch):
     from infra.redis_client import Keys, get_redis
-    from memory.tasks import tenant_erase_task
+    from orchestration.tasks import tenant_erase_task
     from tenants.models import TenantErasure
     from tenants.services import end_user_create
 
@@ -108,7 +108,7 @@ def test_deleting_a_tenant_in_the_admin_starts_an_erasure_task_that_erases_it_ev
 
 def test_tenant_erasure_is_bounded_per_run_and_a_rerun_resumes(alice, settings, monkeypatch):
     from orchestration.erasure import tenant_erase, tenant_erasure_start
-    from memory.tasks import tenant_erase_task
+    from orchestration.tasks import tenant_erase_task
     from tenants.services import end_user_create
 
     settings.TENANT_ERASE_USERS_PER_RUN = 2

@@ -170,7 +170,9 @@ def test_erasing_a_user_deletes_their_keys_by_name_and_no_one_elses(alice, alice
     import redis as redis_lib
 
     from orchestration.erasure import user_erase
-    from sessions.services import NewMessage, messages_append, session_open
+    from orchestration.messages import messages_record as messages_append
+    from orchestration.sessions import session_start as session_open
+    from sessions.services import NewMessage
     from tenants.services import end_user_create
 
     other = end_user_create(tenant=alice, external_id="other")

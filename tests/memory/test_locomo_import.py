@@ -70,9 +70,11 @@ def test_import_keeps_dataset_dates_dia_ids_and_provenance(alice, settings):
     assert dia_of[str(support.source_message_id)] == "D1:3"
 
     from memory.retrieval import memory_retrieve_for_users
+    from sessions.turn_reads import turns_around
 
     found = memory_retrieve_for_users(tenant=alice, users=list(users.values()), query="When did Caroline go to the "
-                                      "LGBTQ support group?", k=3, token_budget=400, record_access=False)
+                                      "LGBTQ support group?", k=3, token_budget=400, record_access=False,
+                                      neighbours=turns_around)
     assert found[0].memory_id == str(support.pk)
     assert found[0].provenance == 'you said on 8 May 2023 (session 1); "yesterday" = 7 May 2023'
     assert bench.memory_dia_ids(found[0], dia_of) == {"D1:3", "D1:2"}  # its turn and the turn before it

@@ -236,14 +236,15 @@ def _our_tasks() -> dict:
 
     app.loader.import_default_modules()
     return {name: task for name, task in app.tasks.items()
-            if name.split(".")[0] in ("memory", "sessions", "assistant", "tenants", "infra")}
+            if name.split(".")[0] in ("memory", "sessions", "context", "orchestration", "assistant", "tenants",
+                                      "infra")}
 
 
 def _task_arguments(name: str, task, world: dict) -> dict:
     """Arguments for a task from its signature; an unknown required parameter fails loudly so a new task is
     taught here rather than silently skipped."""
     known = {"message_id": world["message_id"], "session_id": world["session_id"], "tenant_id": world["tenant_id"],
-             "memory_ids": world["memory_ids"], "at": world["at"]}
+             "memory_ids": world["memory_ids"], "at": world["at"], "erasure_id": world["erasure_id"]}
     kwargs = {}
     for p in list(inspect.signature(task.run).parameters.values()):
         if p.name in ("self", "args", "kwargs") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -290,8 +291,14 @@ def _world_for_tasks(alice, alice_user) -> dict:
     # Pending vector writes, as if the store had been down when they were recorded.
     VectorOutbox.objects.unscoped().bulk_create([VectorOutbox(tenant_id_value=alice.pk, memory_uuid=m, op="upsert")
                                       for m in ids[:3]])
+    # A tenant being erased (its erasure task runs twice like every other).
+    from tenants.models import TenantErasure
+    from tenants.services import tenant_create
+
+    leaving = tenant_create(name="Leaving", slug=f"leaving-{alice.slug}")
+    erasure = TenantErasure.objects.create(tenant_id_value=leaving.pk, slug=leaving.slug, users_total=0)
     return {"message_id": str(rows[0].pk), "session_id": str(closed.pk), "tenant_id": str(alice.pk),
-            "memory_ids": ids[:4], "at": T0.isoformat()}
+            "memory_ids": ids[:4], "at": T0.isoformat(), "erasure_id": str(erasure.pk)}
 
 
 def test_every_task_delivered_twice_changes_nothing_the_second_time(alice, alice_user, broker):
@@ -384,6 +391,9 @@ def test_redis_down_mid_conversation_answers_503_and_recovers_without_loss(alice
     from sessions.models import Message
     from tenants.services import end_user_create
 
+    # Quotas fail closed by default (every request is a 503 while Redis is away); an operator who opts for
+    # availability keeps the database-only paths (storing and reading messages) working through the outage.
+    settings.CONTINUUM_QUOTA_FAIL_OPEN = True
     client = client_for(alice)
     sid = client.post("/api/v1/sessions", {"user_id": str(alice_user.id)}, format="json").json()["id"]
     acked, refused, statuses_down = [], [], []

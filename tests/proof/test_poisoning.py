@@ -144,13 +144,13 @@ HOSTILE_MEMORIES = [
 def test_retrieved_memories_are_rendered_only_inside_the_data_block(alice, alice_user):
     """Memories are planted directly (as if a filter had missed them), then composed into a turn's context."""
     from memory.actions import memory_create
-    from context.composer import context_compose
+    from orchestration.context import turn_context
     from orchestration.sessions import session_start
 
     for text in HOSTILE_MEMORIES:
         memory_create(tenant=alice, user=alice_user, kind="fact", text=text, confidence=0.9)
     session, _ = session_start(tenant=alice, user=alice_user)
-    ctx = context_compose(tenant=alice, session=session, new_input="What do you remember about Porto?")
+    ctx = turn_context(tenant=alice, session=session, new_input="What do you remember about Porto?")
     assert ctx.memory_status == "ok"
     assert ctx.memories, "retrieval found none of the planted memories"
     system = [m for m in ctx.messages if m["role"] == "system"]

@@ -211,15 +211,15 @@ def test_the_task_delivered_twice_to_a_worker_writes_one_bridge(alice, alice_ses
 def test_a_task_failing_after_partial_work_is_retried_into_one_bridge(alice, alice_session, extract_calls, worker,
                                                                      monkeypatch):
     attempts = []
-    real = tasks_mod.buffer_delete
+    real = tasks_mod.messages_pending_extraction
 
     def crash_once(**kw):
         attempts.append(BridgeSummary.objects.unscoped().filter(session_id=kw["session_id"]).count())
         if len(attempts) == 1:  # an outage after the bridge was written: worth a retry
-            raise ServiceUnavailable("the session store went away after the bridge was written")
-        real(**kw)
+            raise ServiceUnavailable("the database went away after the bridge was written")
+        return real(**kw)
 
-    monkeypatch.setattr(tasks_mod, "buffer_delete", crash_once)
+    monkeypatch.setattr(tasks_mod, "messages_pending_extraction", crash_once)
     flight_chat(alice, alice_session)
     session_end(tenant=alice, session_id=alice_session.pk)
     assert wait_for(lambda: len(attempts) >= 2 and len(extract_calls) == 3, timeout=40), attempts  # user messages
