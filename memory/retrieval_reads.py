@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import functools
 import json
-import uuid
 from datetime import datetime, timedelta, timezone
 
 from django.db import connection
 from django.db.models import Q
 from django.db.models.fields.json import KeyTransform
+
+from infra.sql import column, ids_as_text, native, table, uuid_text
 
 from .models import MemoryRecord, MemoryStatus
 
@@ -34,29 +35,6 @@ MEMORY_KEYS = ("id", "user_id", "kind", "text", "source_type", "created_at", "se
 _COLUMN_KEYS = MEMORY_KEYS[:-2]
 _ID_KEYS = ("id", "user_id", "session_id", "source_message_id")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def _column(model, name: str) -> str:
-    return connection.ops.quote_name(model._meta.get_field(name).column)
-
-
-def _table(model) -> str:
-    return connection.ops.quote_name(model._meta.db_table)
-
-
-def _native() -> bool:
-    return connection.vendor == "postgresql"
-
-
-def _ids_as_text(row: dict) -> dict:
-    for key in _ID_KEYS:
-        if isinstance(row.get(key), uuid.UUID):
-            row[key] = str(row[key])
-    return row
-
-
-def _uuid_text(sql_column: str) -> str:
-    return f"{sql_column}::text"
 
 
 def _micros(sql_column: str) -> str:
@@ -74,7 +52,7 @@ def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now) -> d
     (the user's "session 3"); None without a session."""
     if not memory_ids or not user_ids:
         return {}
-    if not _native():
+    if not native():
         return {r["id"]: r for r in memory_rows_orm(tenant=tenant, user_ids=user_ids, memory_ids=memory_ids,
                                                          now=now)}
     with connection.cursor() as cursor:
@@ -89,7 +67,7 @@ def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now) -> d
 
 
 def memory_rows_orm(*, tenant, user_ids, memory_ids, now) -> list[dict]:
-    rows = [_ids_as_text(row) for row in
+    rows = [ids_as_text(row, _ID_KEYS) for row in
             MemoryRecord.objects.for_tenant(tenant).filter(user_id__in=user_ids, pk__in=memory_ids,
                                                            status=MemoryStatus.ACTIVE)
             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
@@ -108,9 +86,9 @@ def _memory_sql() -> str:
     r, s = MemoryRecord, Session
     cols = []
     for key in _COLUMN_KEYS:
-        col = f"r.{_column(r, key)}"
+        col = f"r.{column(r, key)}"
         if key in _ID_KEYS:
-            col = _uuid_text(col)
+            col = uuid_text(col)
         elif key == "created_at":
             col = _micros(col)
         elif key == "source_message_ids":
@@ -119,18 +97,18 @@ def _memory_sql() -> str:
             col = f"CASE WHEN jsonb_typeof({col}) = 'array' THEN ARRAY(SELECT jsonb_array_elements_text({col})) END"
         cols.append(col)
     # Of the metadata, only the dates a memory's words refer to are shown (its provenance line).
-    cols.append(f"r.{_column(r, 'metadata')} -> 'dates'")
-    user, opened, pk = _column(s, "user"), _column(s, "opened_at"), _column(s, "id")
+    cols.append(f"r.{column(r, 'metadata')} -> 'dates'")
+    user, opened, pk = column(s, "user"), column(s, "opened_at"), column(s, "id")
     # The users' sessions numbered in the same statement: one round trip fewer on every retrieval.
     return (f"WITH numbered AS (SELECT {pk} AS id, "
             f"ROW_NUMBER() OVER (PARTITION BY {user} ORDER BY {opened}, {pk})::integer AS n "
-            f"FROM {_table(s)} WHERE {_column(s, 'tenant')} = %s AND {user} = ANY(%s::uuid[])) "
-            f"SELECT {', '.join(cols)}, numbered.n FROM {_table(r)} r "
-            f"LEFT JOIN numbered ON numbered.id = r.{_column(r, 'session')} "
-            f"WHERE r.{_column(r, 'tenant')} = %s AND r.{_column(r, 'user')} = ANY(%s::uuid[]) "
-            f"AND r.{_column(r, 'id')} = ANY(%s::uuid[]) "
-            f"AND r.{_column(r, 'status')} = %s "
-            f"AND (r.{_column(r, 'expires_at')} IS NULL OR r.{_column(r, 'expires_at')} > %s)")
+            f"FROM {table(s)} WHERE {column(s, 'tenant')} = %s AND {user} = ANY(%s::uuid[])) "
+            f"SELECT {', '.join(cols)}, numbered.n FROM {table(r)} r "
+            f"LEFT JOIN numbered ON numbered.id = r.{column(r, 'session')} "
+            f"WHERE r.{column(r, 'tenant')} = %s AND r.{column(r, 'user')} = ANY(%s::uuid[]) "
+            f"AND r.{column(r, 'id')} = ANY(%s::uuid[]) "
+            f"AND r.{column(r, 'status')} = %s "
+            f"AND (r.{column(r, 'expires_at')} IS NULL OR r.{column(r, 'expires_at')} > %s)")
 
 
 def session_numbers_orm(*, tenant, user_ids) -> dict[str, int]:

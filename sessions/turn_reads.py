@@ -6,34 +6,16 @@ return the same rows with the same keys, ids as strings.
 from __future__ import annotations
 
 import functools
-import uuid
 
 from django.db import connection
 from django.db.models import Q
+
+from infra.sql import column, ids_as_text, native, table, uuid_text
 
 from .models import Message, Session
 
 TURN_KEYS = ("pk", "session_id", "seq", "role", "name", "content", "session__user_id", "around")
 _ID_KEYS = ("pk", "session_id", "session__user_id", "around")
-
-
-def _column(model, name: str) -> str:
-    return connection.ops.quote_name(model._meta.get_field(name).column)
-
-
-def _table(model) -> str:
-    return connection.ops.quote_name(model._meta.db_table)
-
-
-def _ids_as_text(row: dict) -> dict:
-    for key in _ID_KEYS:
-        if isinstance(row.get(key), uuid.UUID):
-            row[key] = str(row[key])
-    return row
-
-
-def _uuid_text(sql_column: str) -> str:
-    return f"{sql_column}::text"
 
 
 def turns_around(*, tenant, message_ids: list[str]) -> list[dict]:
@@ -42,7 +24,7 @@ def turns_around(*, tenant, message_ids: list[str]) -> list[dict]:
     message_ids = list(dict.fromkeys(str(m) for m in message_ids))
     if not message_ids:
         return []
-    if connection.vendor != "postgresql":
+    if not native():
         return turns_around_orm(tenant=tenant, message_ids=message_ids)
     with connection.cursor() as cursor:
         cursor.execute(_turns_sql(), [tenant.pk, message_ids])
@@ -62,18 +44,19 @@ def turns_around_orm(*, tenant, message_ids) -> list[dict]:
     for session_id, seq in around:
         cond |= Q(session_id=session_id, seq=seq)
     rows = messages.filter(cond).order_by().values(*TURN_KEYS[:-1])
-    return [_ids_as_text({**row, "around": pk}) for row in rows for pk in around[(row["session_id"], row["seq"])]]
+    return [ids_as_text({**row, "around": pk}, _ID_KEYS)
+            for row in rows for pk in around[(row["session_id"], row["seq"])]]
 
 
 @functools.cache
 def _turns_sql() -> str:
     m, s = Message, Session
-    cols = ", ".join([_uuid_text(f"m.{_column(m, 'id')}"), _uuid_text(f"m.{_column(m, 'session')}"),
-                      *(f"m.{_column(m, k)}" for k in ("seq", "role", "name", "content")),
-                      _uuid_text(f"s.{_column(s, 'user')}"), _uuid_text(f"src.{_column(m, 'id')}")])
-    session, seq, tenant = _column(m, "session"), _column(m, "seq"), _column(m, "tenant")
-    return (f"SELECT {cols} FROM {_table(m)} src "
-            f"JOIN {_table(m)} m ON m.{session} = src.{session} AND m.{tenant} = src.{tenant} "
+    cols = ", ".join([uuid_text(f"m.{column(m, 'id')}"), uuid_text(f"m.{column(m, 'session')}"),
+                      *(f"m.{column(m, k)}" for k in ("seq", "role", "name", "content")),
+                      uuid_text(f"s.{column(s, 'user')}"), uuid_text(f"src.{column(m, 'id')}")])
+    session, seq, tenant = column(m, "session"), column(m, "seq"), column(m, "tenant")
+    return (f"SELECT {cols} FROM {table(m)} src "
+            f"JOIN {table(m)} m ON m.{session} = src.{session} AND m.{tenant} = src.{tenant} "
             f"AND m.{seq} IN (src.{seq} - 1, src.{seq} + 1) "
-            f"JOIN {_table(s)} s ON s.{_column(s, 'id')} = m.{session} "
-            f"WHERE src.{tenant} = %s AND src.{_column(m, 'id')} = ANY(%s::uuid[])")
+            f"JOIN {table(s)} s ON s.{column(s, 'id')} = m.{session} "
+            f"WHERE src.{tenant} = %s AND src.{column(m, 'id')} = ANY(%s::uuid[])")
