@@ -10,8 +10,8 @@ from django.utils.html import format_html
 
 from infra import clock
 from infra.errors import AppError
-from tenants.admin import (ParentScopedInlineMixin, ScopedTenantFilter, TenantScopedAdminMixin, admin_link,
-                           staff_actor)
+from tenants.admin import (ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
+                           admin_link, staff_actor)
 
 from . import actions as memory_actions
 from .models import JobRun, MemoryEvent, MemoryRecord, MemoryStatus, VectorOutbox
@@ -192,17 +192,6 @@ class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     @admin.action(description="Restore selected (deleted, rejected or expired)", permissions=["change"])
     def restore(self, request, queryset):
         self._apply(request, queryset, memory_actions.memory_restore, "restored")
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(MemoryEvent)

@@ -88,6 +88,19 @@ class TenantScopedAdminMixin:
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records the system writes (history, job runs, erasures): staff read them, nobody edits them here."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 class ParentScopedInlineMixin:
     """An inline's rows are those of its parent object, which the parent's admin already scoped to the user's
     tenants: the inline reads them across tenants' managers and the formset narrows them to that parent."""
@@ -226,7 +239,7 @@ class TenantAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(TenantErasure)
-class TenantErasureAdmin(admin.ModelAdmin):
+class TenantErasureAdmin(ReadOnlyAdmin):
     """Superusers only (they alone may delete a tenant): the record outlives the tenant, so it cannot be scoped."""
 
     list_display = ("slug", "state", "progress", "requested_by", "created_at", "started_at", "finished_at")
@@ -245,14 +258,6 @@ class TenantErasureAdmin(admin.ModelAdmin):
     def has_view_permission(self, request, obj=None):
         return request.user.is_active and request.user.is_superuser
 
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(TenantApiKey)
