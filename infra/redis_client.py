@@ -8,6 +8,8 @@ from collections.abc import Iterator
 import redis
 from django.conf import settings
 
+from .errors import ServiceUnavailable
+
 
 @functools.lru_cache(maxsize=1)
 def _pool() -> redis.ConnectionPool:
@@ -31,7 +33,11 @@ def held_lock(key: str, *, timeout: float) -> Iterator[bool]:
     """redis-py's Lock, taken without waiting: yields whether this caller holds it. It expires after `timeout` if
     the holder dies, and is released on exit only while it is still this caller's (redis-py checks its token)."""
     lock = get_redis().lock(key, timeout=max(1, timeout), blocking=False)
-    held = lock.acquire(blocking=False)
+    try:
+        held = lock.acquire(blocking=False)
+    except redis.exceptions.RedisError as exc:  # no lock store: the work waits for it rather than running unlocked
+        raise ServiceUnavailable("The lock store is unavailable; retry shortly.", code="lock_store_unavailable",
+                                 headers={"Retry-After": "5"}) from exc
     try:
         yield held
     finally:

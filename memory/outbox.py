@@ -18,6 +18,7 @@ from redis.exceptions import RedisError
 
 from infra.clock import now
 from infra.redis_client import Keys, held_lock
+from infra.task_retry import RETRY_ON, retry_outages
 
 from .models import MemoryRecord, MemoryStatus, VectorOutbox
 from .points import point_payload, points_for_records
@@ -114,8 +115,9 @@ def outbox_pending_count(*, tenant_id=None) -> int:
     return pending.filter(done_at__isnull=True).count()
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=(DatabaseError, RedisError), retry_backoff=True,
+@shared_task(bind=True, acks_late=True, autoretry_for=(DatabaseError, RedisError, *RETRY_ON), retry_backoff=True,
              retry_backoff_max=300, retry_jitter=True, max_retries=5)
+@retry_outages
 def outbox_flush_task(self, batch_size: int = APPLY_BATCH, max_batches: int = 10) -> int:
     """Apply pending outbox rows, bounded per run; re-enqueues itself while work remains and progress is made."""
     applied = last = 0
