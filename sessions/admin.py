@@ -4,8 +4,8 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.utils.html import format_html, format_html_join
 
-from tenants.admin import (ParentScopedInlineMixin, ScopedTenantFilter, TenantScopedAdminMixin, admin_link,
-                           changelist_link)
+from tenants.admin import (ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
+                           admin_link, changelist_link)
 
 from .models import Message, Session, SessionLink, SummaryAnchor
 
@@ -117,7 +117,7 @@ class SessionAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+class MessageAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
     """Read-only: the target of a memory's provenance link."""
 
     list_display = ("seq", "role", "short_content", "session_link", "tenant", "created_at")
@@ -134,12 +134,3 @@ class MessageAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="session")
     def session_link(self, obj):
         return admin_link(obj.session, f"{obj.session.title or obj.session_id} (turn #{obj.seq})")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
