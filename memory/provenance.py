@@ -17,6 +17,7 @@ _VERB = {
     "inferred": "inferred from what you said",
     "tool_result": "from a tool result",
     "system": "recorded",
+    "assistant_stated": "the assistant said",
 }
 
 
@@ -26,13 +27,20 @@ def provenance_line(*, source_type: str, created_at: datetime | None, session_nu
     line = f"{_VERB.get(source_type, 'recorded')} on {date_render(created_at)}"
     if session_number:
         line += f" (session {session_number})"
-    relative = [d for d in (dates or []) if not any(ch.isdigit() for ch in d.get("phrase", ""))][:2]
-    for d in relative:
+    resolved = relative_dates_render(dates)
+    return f"{line}; {resolved}" if resolved else line
+
+
+def relative_dates_render(dates: list[dict] | None) -> str:
+    """ '"yesterday" = 7 May 2023': the first two relative phrases of a memory resolved against when it was said
+    (absolute dates are left alone: the reader has them already)."""
+    parts = []
+    for d in [d for d in (dates or []) if not any(ch.isdigit() for ch in d.get("phrase", ""))][:2]:
         try:
-            line += f'; "{d["phrase"]}" = {_relative_render(d)}'
+            parts.append(f'"{d["phrase"]}" = {_relative_render(d)}')
         except (KeyError, ValueError):
             continue
-    return line
+    return "; ".join(parts)
 
 
 def _relative_render(d: dict) -> str:

@@ -29,11 +29,12 @@ from django.db import transaction
 from infra import clock
 from infra.embedder import embed_soon
 from infra.errors import ServiceUnavailable
-from infra.tokens import count_tokens, truncate_to_tokens
+from infra.tokens import truncate_to_tokens
 
 from .extraction.classify import informative_text
 from .models import MemoryKind
 from .provenance import provenance_line
+from .rendering import BlockBudget
 from .retrieval_reads import memory_rows
 from infra.vector_store import Scope, ScopeMissing, get_vector_store
 from infra.vector_store.base import Search
@@ -63,6 +64,8 @@ class RetrievedMemory:
     confidence: float = 0.0
     source_message_ids: list[str] = field(default_factory=list)  # the most direct source turns first
     neighbour_message_ids: list[str] = field(default_factory=list)
+    session_number: int | None = None  # the session's ordinal among its user's sessions ("session 3")
+    dates: list[dict] = field(default_factory=list)  # dates its words refer to, resolved when it was said
 
 
 @dataclass
@@ -271,7 +274,8 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
 
     out: list[RetrievedMemory] = []
     shown_turns: set[str] = set()  # messages whose full text is already in the result
-    used = 0
+    shown_texts: set[str] = set()  # the same words from another record (both people's copy of a turn) add nothing
+    block = BlockBudget(token_budget)
     for score, row in ranked:
         if len(out) >= k:
             break
@@ -280,30 +284,37 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             # One memory per source turn: a turn's event and the facts drawn from it say the same thing, and a
             # second one spends tokens on a repeat that a memory of another turn would spend on news.
             continue
-        cost = count_tokens(row["text"])
-        if token_budget is not None and used + cost > token_budget:
+        said = " ".join(row["text"].lower().split())
+        if said in shown_texts:
             continue
-        turns: list[tuple[str, str]] = []
-        if expand and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS and row["kind"] == MemoryKind.EVENT:
-            turns = [(mid, t) for mid, t in nearby.get(row["id"], []) if mid not in shown_turns]
-            extra = sum(count_tokens(t) for _, t in turns)
-            if used + cost + extra > token_budget:
-                turns, extra = [], 0
-            cost += extra
-        sources = row["source_message_ids"] or ([primary] if primary else [])
-        if primary:
-            shown_turns.add(primary)
-        shown_turns.update(mid for mid, _ in turns)
-        used += cost
         sid = row["session_id"]
-        out.append(RetrievedMemory(
+        m = RetrievedMemory(
             memory_id=row["id"], kind=row["kind"], text=row["text"], score=round(score, 4),
             source_type=row["source_type"], created_at=row["created_at"], session_id=sid, source_message_id=primary,
             provenance=provenance_line(source_type=row["source_type"], created_at=row["created_at"],
-                                       session_number=row["session_number"],
-                                       dates=row["dates"]),
-            token_count=cost, neighbours=[t for _, t in turns], user_id=row["user_id"],
-            confidence=row["confidence"], source_message_ids=sources, neighbour_message_ids=[mid for mid, _ in turns]))
+                                       session_number=row["session_number"], dates=row["dates"]),
+            user_id=row["user_id"], confidence=row["confidence"],
+            source_message_ids=row["source_message_ids"] or ([primary] if primary else []),
+            session_number=row["session_number"], dates=list(row["dates"] or []))
+        cost = block.cost(m)
+        if not block.fits(cost):
+            continue
+        if expand and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS and row["kind"] == MemoryKind.EVENT:
+            turns = [(mid, t) for mid, t in nearby.get(row["id"], []) if mid not in shown_turns]
+            if turns:
+                m.neighbours, m.neighbour_message_ids = [t for _, t in turns], [mid for mid, _ in turns]
+                with_turns = block.cost(m)
+                if block.fits(with_turns):
+                    cost = with_turns
+                else:
+                    m.neighbours, m.neighbour_message_ids = [], []
+        if primary:
+            shown_turns.add(primary)
+        shown_turns.update(m.neighbour_message_ids)
+        shown_texts.add(said)
+        block.add(m, cost)
+        m.token_count = cost
+        out.append(m)
     if record_access and out:
         _access_record_later(tenant_id=str(tenant.pk), memory_ids=[m.memory_id for m in out], at=now)
     return out

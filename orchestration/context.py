@@ -7,7 +7,8 @@ import logging
 from django.conf import settings
 
 from context.buffer import buffer_get
-from context.composer import ContextBudget, TurnContext, as_budget, context_compose, memory_query
+from context.composer import (ContextBudget, TurnContext, as_budget, context_compose, memory_query,
+                              memory_section_overhead)
 from infra.errors import ServiceUnavailable
 from memory import retrieval
 from sessions.turn_reads import turns_around
@@ -41,7 +42,8 @@ def turn_context(*, tenant, session, new_input: str, budget=None, tools: list[di
                      db_seq=session.message_seq)
     memories, status = [], "ok"
     query = memory_query(new_input, buf)
-    cap = min(plan.caps.get("memories", 0), plan.total)
+    # Retrieval fills the memory section's budget with what the model reads; the section's framing is outside it.
+    cap = min(plan.caps.get("memories", 0), plan.total) - memory_section_overhead()
     if include_memories and cap > 0 and query:
         memories, status = memories_for_turn(tenant=tenant, session=session, query=query, goal=buf.goal,
                                              token_budget=cap, rewrite=rewrite_query)

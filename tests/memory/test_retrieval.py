@@ -146,7 +146,7 @@ def test_token_budget_is_never_exceeded(alice, alice_user):
     record_turns(alice, alice_user, [("user", f"On day {i} I walked {i} miles along the river with my dog Rex.")
                                      for i in range(1, 15)])
     assert not memory_retrieve(tenant=alice, user=alice_user, query="walks with Rex", k=50, token_budget=5)
-    for budget in (30, 60, 100, 300):
+    for budget in (40, 60, 100, 300):
         found = memory_retrieve(tenant=alice, user=alice_user, query="walks with Rex", k=50, token_budget=budget)
         assert found and sum(m.token_count for m in found) <= budget
 

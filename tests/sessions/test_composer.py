@@ -24,7 +24,8 @@ from orchestration.messages import messages_record
 def memory(text: str, kind: str = "preference", score: float = 0.9) -> RetrievedMemory:
     return RetrievedMemory(memory_id=str(uuid.uuid4()), kind=kind, text=text, score=score, source_type="user_stated",
                            created_at=datetime(2023, 5, 8, tzinfo=timezone.utc), session_id=str(uuid.uuid4()),
-                           source_message_id=str(uuid.uuid4()), provenance="you said on 8 May 2023 (session 3)")
+                           source_message_id=str(uuid.uuid4()), provenance="you said on 8 May 2023 (session 3)",
+                           session_number=3)
 
 
 def ids(session) -> dict:
@@ -66,7 +67,8 @@ def test_sections_in_priority_order_with_memories_as_delimited_data(alice, alice
     block = content[content.index("<memories>"):]
     assert block.count("</memories>") == 1 and block.rstrip().endswith("</memories>")  # a memory cannot close it
     assert "data, not instructions" in block
-    assert "- [preference] Prefers aisle seats (you said on 8 May 2023 (session 3))" in block
+    # Under one heading for their session and date: the date is beside every memory without a line per memory.
+    assert "8 May 2023, session 3:\n- [preference] Prefers aisle seats\n" in block
     assert [m["role"] for m in ctx.messages[1:]] == ["user", "assistant", "user"]
     assert ctx.messages[-1] == {"role": "user", "content": "Book the aisle seat please"}
     assert ctx.total_tokens == count_message_tokens(ctx.messages) <= ctx.budget

@@ -1,0 +1,89 @@
+"""What a model reads of retrieved memories, and what that costs: one block, grouped by where the memories came from.
+
+Memories are shown under one heading per session and date ("8 May 2023, session 3:"), the groups oldest first and a
+group's memories in the order they were said. A per-memory provenance line ("you said on 8 May 2023 (session 3)")
+repeats the same words for every hit of a session and cost about as much as a short memory; a heading says it once
+and still puts the date beside every memory, and a chronological block lets a model reason about order and time.
+
+Retrieval fills its token budget with `BlockBudget` (each memory's line, plus its heading when it opens a group), so
+a budget counts what the model reads: text, neighbouring turns, dates and headings. The composer renders the same
+block with `memories_block`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from infra.tokens import count_tokens
+
+from .provenance import date_render, relative_dates_render
+
+# How a memory's source is said when its words do not already say it (an event is "Name: what was said").
+_SOURCE_NOTE = {"inferred": "inferred", "tool_result": "from a tool result", "system": "recorded"}
+
+
+def group_key(m) -> tuple:
+    """Memories said in one session on one day share a heading (both people of a conversation included)."""
+    created: datetime | None = m.created_at
+    return (created.date() if created else None, m.session_number)
+
+
+def group_heading(m) -> str:
+    created = m.created_at
+    when = date_render(created) if created else "Undated"
+    return f"{when}, session {m.session_number}:" if m.session_number else f"{when}:"
+
+
+def memory_line(m) -> str:
+    """One memory as the model reads it: its words, what kind of record it is unless it is a quote, resolved
+    relative dates, and any neighbouring turns shown with it."""
+    notes = [] if m.kind == "event" else [m.kind]
+    if m.source_type in _SOURCE_NOTE:
+        notes.append(_SOURCE_NOTE[m.source_type])
+    line = f"- {'[' + ', '.join(notes) + '] ' if notes else ''}{m.text}"
+    resolved = relative_dates_render(m.dates)
+    if resolved:
+        line += f" ({resolved})"
+    for n in m.neighbours or []:
+        line += f"\n  context: {n}"
+    return line
+
+
+def _sort_key(m) -> tuple:
+    created = m.created_at
+    return (created is None, created or datetime.min, m.memory_id)
+
+
+def memories_block(memories: list, *, clean=lambda s: s) -> str:
+    """The memories grouped under their headings, oldest group first. `clean` strips markup from shown text."""
+    groups: dict[tuple, list] = {}
+    for m in sorted(memories, key=_sort_key):
+        groups.setdefault(group_key(m), []).append(m)
+    lines = []
+    for members in groups.values():
+        lines.append(clean(group_heading(members[0])))
+        lines += [clean(memory_line(m)) for m in members]
+    return "\n".join(lines)
+
+
+@dataclass
+class BlockBudget:
+    """Tokens the block will take as memories are added: a line each (and its newline), a heading per new group.
+
+    Token counts of parts joined by newlines add up to the count of the whole to within a token or so per join;
+    the composer counts the rendered block again and drops the last memories if that ever tips it over."""
+
+    limit: int | None
+    used: int = 0
+    _groups: set = field(default_factory=set)
+
+    def cost(self, m) -> int:
+        heading = 0 if group_key(m) in self._groups else count_tokens(group_heading(m)) + 1
+        return heading + count_tokens(memory_line(m)) + 1
+
+    def fits(self, cost: int) -> bool:
+        return self.limit is None or self.used + cost <= self.limit
+
+    def add(self, m, cost: int) -> None:
+        self._groups.add(group_key(m))
+        self.used += cost
