@@ -145,8 +145,8 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     quota_charge_tokens(tenant=tenant, tokens=spent - ctx.total_tokens, enforce=False)
 
     names = {c.id: c.name for c in loop.tool_calls}
-    # The loop's messages are the assistant's and the tools': extraction never reads those roles (tool results echo
-    # stored memories back), so nothing is queued for them, the final answer included.
+    # The loop's messages are the assistant's and the tools': what the assistant said is kept as episodic context
+    # (extraction queued on commit, as for any message); tool results echo stored data back and are not read.
     rows = messages_record(tenant=tenant, session_id=session.pk,
                            items=[_as_new_message(m, names) for m in loop.messages])
     recorded += rows

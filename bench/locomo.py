@@ -51,6 +51,9 @@ def _args(argv=None):
     p.add_argument("--use-llm", action="store_true", help="let extraction and retrieval use a configured LLM")
     p.add_argument("--reuse-dir", default="",
                    help="keep the imported data here and reuse it on the next run (same --database-url)")
+    p.add_argument("--shape", choices=("two-users", "assistant"), default="two-users",
+                   help="two-users: each speaker an end user (the protocol of the published figures); assistant: "
+                        "the product's shape, the first speaker the user and the other the assistant")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch CPU threads (more threads than idle cores make one short query ~20x slower)")
     return p.parse_args(argv)
@@ -132,15 +135,19 @@ def turn_content(turn: dict) -> str:
     return text
 
 
-def import_sample(sample: dict, tenant) -> dict:
-    """One conversation through the service: users, sessions with dataset dates, messages, close, extraction."""
+def import_sample(sample: dict, tenant, shape: str = "two-users") -> dict:
+    """One conversation through the service: users, sessions with dataset dates, messages, close, extraction.
+
+    shape "two-users": each speaker is an end user with a session per dataset session (their turns are the user's,
+    the other's are the assistant's). shape "assistant": the product's own shape, one end user (the first speaker)
+    and the other speaker as the assistant, one session per dataset session."""
     from orchestration.messages import message_extract, messages_pending_extraction, messages_record
     from orchestration.sessions import session_end, session_start
     from sessions.services import NewMessage
     from tenants.services import end_user_create
 
     conv = sample["conversation"]
-    speakers = [conv["speaker_a"], conv["speaker_b"]]
+    speakers = [conv["speaker_a"], conv["speaker_b"]] if shape == "two-users" else [conv["speaker_a"]]
     users = {name: end_user_create(tenant=tenant, external_id=f"{sample['sample_id']}:{name}", display_name=name)
              for name in speakers}
     for number, started, turns in sessions_of(conv):
@@ -159,11 +166,13 @@ def import_sample(sample: dict, tenant) -> dict:
     return users
 
 
-def _reused_import(marker: Path, data: list[dict], Tenant, EndUser):
+def _reused_import(marker: Path, data: list[dict], Tenant, EndUser, shape: str):
     """(tenant, users by sample, import seconds) of an earlier import of the same conversations, else None."""
     if not marker.exists():
         return None
     saved = json.loads(marker.read_text())
+    if saved.get("shape", "two-users") != shape:
+        raise SystemExit(f"{marker} holds an import of another --shape; use another --reuse-dir")
     if saved.get("samples") != [s["sample_id"] for s in data]:
         raise SystemExit(f"{marker} holds another set of conversations; use another --reuse-dir")
     tenant = Tenant.objects.filter(pk=saved["tenant_id"]).first()
@@ -227,7 +236,7 @@ def main(argv=None) -> dict:
                            min(plan.caps["memories"], plan.total) - memory_section_overhead())
     embedder = CachingEmbedder(get_embedder())
     set_embedder(embedder)
-    reused = _reused_import(marker, data, Tenant, EndUser) if args.reuse_dir else None
+    reused = _reused_import(marker, data, Tenant, EndUser, args.shape) if args.reuse_dir else None
     if reused:
         tenant, users_by_sample, import_seconds = reused
         print(f"reusing the import in {workdir} (tenant {tenant.pk})", flush=True)
@@ -238,14 +247,14 @@ def main(argv=None) -> dict:
         t0 = time.perf_counter()
         users_by_sample = {}
         for sample in data:
-            users_by_sample[sample["sample_id"]] = import_sample(sample, tenant)
+            users_by_sample[sample["sample_id"]] = import_sample(sample, tenant, shape=args.shape)
             print(f"imported {sample['sample_id']}: {MemoryRecord.objects.for_tenant(tenant).count()} memories "
                   f"so far", flush=True)
         import_seconds = time.perf_counter() - t0
         if args.reuse_dir:
             # Written last: a run interrupted mid-import leaves no marker and the next one imports afresh.
             marker.write_text(json.dumps({
-                "tenant_id": str(tenant.pk), "samples": [s["sample_id"] for s in data],
+                "tenant_id": str(tenant.pk), "samples": [s["sample_id"] for s in data], "shape": args.shape,
                 "import_seconds": import_seconds,
                 "users": {sid: {name: str(u.pk) for name, u in users.items()}
                           for sid, users in users_by_sample.items()}}, indent=2))
@@ -365,6 +374,7 @@ def main(argv=None) -> dict:
         "conversations": len(data),
         "questions": questions,
         "llm": bool(args.use_llm),
+        "shape": args.shape,
         "memories": total_memories,
         "memories_with_provenance": with_provenance,
         "import_seconds": round(import_seconds, 1),
@@ -386,7 +396,8 @@ def main(argv=None) -> dict:
 def _print(r: dict) -> None:
     s, b = r["service"], r["dense_baseline"]
     print(f"\nLoCoMo retrieval: {r['conversations']} conversations, {r['questions']} questions (categories 1-4), "
-          f"{r['memories']} memories ({r['memories_with_provenance']} with a source message), LLM: {r['llm']}")
+          f"{r['memories']} memories ({r['memories_with_provenance']} with a source message), LLM: {r['llm']}, "
+          f"shape: {r['shape']}")
     print(f"{'':28}{'service':>12}{'dense baseline':>16}")
     for k in KS:
         print(f"{'recall@' + str(k):28}{s['recall_at'][str(k)]:>12.3f}{b['recall_at'][str(k)]:>16.3f}")

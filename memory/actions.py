@@ -93,6 +93,9 @@ def _validated(kind: str, source_type: str, text: str) -> str:
         raise ValidationFailed(f"Unknown memory kind '{kind}'.", details={"kinds": MemoryKind.values})
     if source_type not in SourceType.values:
         raise ValidationFailed(f"Unknown source type '{source_type}'.")
+    if source_type == SourceType.ASSISTANT and kind != MemoryKind.EVENT:
+        # DESIGN: what the assistant said is never a fact, preference or goal of the user's.
+        raise ValidationFailed("What the assistant said is kept as an event only.")
     text = (text or "").strip()
     if not text:
         raise ValidationFailed("A memory needs text.")

@@ -22,6 +22,8 @@ class SourceType(models.TextChoices):
     TOOL_RESULT = "tool_result", "Tool result"
     INFERRED = "inferred", "Inferred"
     SYSTEM = "system", "System"
+    # Episodic only: what the assistant said, kept so the user can ask about it; never a fact about the user.
+    ASSISTANT = "assistant", "Said by the assistant"
 
 
 class MemoryStatus(models.TextChoices):

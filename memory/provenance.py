@@ -17,7 +17,7 @@ _VERB = {
     "inferred": "inferred from what you said",
     "tool_result": "from a tool result",
     "system": "recorded",
-    "assistant_stated": "the assistant said",
+    "assistant": "the assistant said",
 }
 
 

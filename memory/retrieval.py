@@ -274,15 +274,20 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
 
     out: list[RetrievedMemory] = []
     shown_turns: set[str] = set()  # messages whose full text is already in the result
+    shown_parts: set = set()  # long messages with a passage shown, and (message, passage) pairs
     shown_texts: set[str] = set()  # the same words from another record (both people's copy of a turn) add nothing
     block = BlockBudget(token_budget)
     for score, row in ranked:
         if len(out) >= k:
             break
         primary = row["source_message_id"]  # the reads give ids as strings (or None)
-        if primary and primary in shown_turns:
+        passage = row["passage"] if isinstance(row["passage"], int) else None
+        if primary and (primary in shown_turns or (passage is None and primary in shown_parts)):
             # One memory per source turn: a turn's event and the facts drawn from it say the same thing, and a
-            # second one spends tokens on a repeat that a memory of another turn would spend on news.
+            # second one spends tokens on a repeat that a memory of another turn would spend on news. A long
+            # message's passages are parts of it: each may come back, but not after the whole turn was shown.
+            continue
+        if passage is not None and (primary, passage) in shown_parts:
             continue
         said = " ".join(row["text"].lower().split())
         if said in shown_texts:
@@ -308,7 +313,9 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
                     cost = with_turns
                 else:
                     m.neighbours, m.neighbour_message_ids = [], []
-        if primary:
+        if primary and passage is not None:
+            shown_parts.update({primary, (primary, passage)})
+        elif primary:
             shown_turns.add(primary)
         shown_turns.update(m.neighbour_message_ids)
         shown_texts.add(said)

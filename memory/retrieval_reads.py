@@ -30,9 +30,9 @@ from .models import MemoryRecord, MemoryStatus
 Session = MemoryRecord._meta.get_field("session").related_model
 
 MEMORY_KEYS = ("id", "user_id", "kind", "text", "source_type", "created_at", "session_id", "source_message_id",
-               "source_message_ids", "confidence", "importance", "access_count", "dates", "session_number")
-# The keys read straight from a memory's columns; the last two of MEMORY_KEYS are derived in the read itself.
-_COLUMN_KEYS = MEMORY_KEYS[:-2]
+               "source_message_ids", "confidence", "importance", "access_count", "dates", "passage", "session_number")
+# The keys read straight from a memory's columns; the last three of MEMORY_KEYS are derived in the read itself.
+_COLUMN_KEYS = MEMORY_KEYS[:-3]
 _ID_KEYS = ("id", "user_id", "session_id", "source_message_id")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -61,8 +61,9 @@ def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now) -> d
         rows = [dict(zip(MEMORY_KEYS, values, strict=True)) for values in cursor.fetchall()]
     for row in rows:
         row["created_at"] = _from_micros(row["created_at"])
-        if isinstance(row["dates"], str):  # Django has psycopg hand jsonb over as text; JSONField would parse it
-            row["dates"] = json.loads(row["dates"])
+        for key in ("dates", "passage"):
+            if isinstance(row[key], str):  # Django has psycopg hand jsonb over as text; JSONField would parse it
+                row[key] = json.loads(row[key])
     return {r["id"]: r for r in rows}
 
 
@@ -72,7 +73,8 @@ def memory_rows_orm(*, tenant, user_ids, memory_ids, now) -> list[dict]:
                                                            status=MemoryStatus.ACTIVE)
             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
             .order_by()  # the rows are looked up by id: sorting them is wasted work
-            .values(*_COLUMN_KEYS, dates=KeyTransform("dates", "metadata"))]
+            .values(*_COLUMN_KEYS, dates=KeyTransform("dates", "metadata"),
+                    passage=KeyTransform("passage", "metadata"))]
     numbers = session_numbers_orm(tenant=tenant, user_ids=user_ids) if rows else {}
     for row in rows:
         ids = row["source_message_ids"]
@@ -98,6 +100,8 @@ def _memory_sql() -> str:
         cols.append(col)
     # Of the metadata, only the dates a memory's words refer to are shown (its provenance line).
     cols.append(f"r.{column(r, 'metadata')} -> 'dates'")
+    # A passage's position in its message: passages of one long message are separate memories.
+    cols.append(f"r.{column(r, 'metadata')} -> 'passage'")
     user, opened, pk = column(s, "user"), column(s, "opened_at"), column(s, "id")
     # The users' sessions numbered in the same statement: one round trip fewer on every retrieval.
     return (f"WITH numbered AS (SELECT {pk} AS id, "

@@ -84,7 +84,8 @@ def source_of(message: Message) -> SourceMessage:
 
     return SourceMessage(id=str(message.pk), session_id=str(message.session_id), created_at=message.created_at,
                          role=message.role, content=message.content,
-                         speaker=(session.user.display_name or "").strip() or "The user",
+                         speaker=((session.user.display_name or "").strip() or "The user") if message.role == "user"
+                         else (message.name or "").strip() or "Assistant",
                          context_before=context_before)
 
 

@@ -225,6 +225,9 @@ MEMORY_DUPLICATE_SIMILARITY = env.float("MEMORY_DUPLICATE_SIMILARITY", default=0
 MEMORY_RETRIEVAL_CANDIDATES = env.int("MEMORY_RETRIEVAL_CANDIDATES", default=60)
 # The strongest episodic hits are shown with their neighbouring turns when the token budget allows.
 MEMORY_NEIGHBOUR_EXPANSION_HITS = env.int("MEMORY_NEIGHBOUR_EXPANSION_HITS", default=3)
+# Long messages are stored as passages of at most this many tokens (memory/extraction/passages.py: the bound
+# keeps a passage inside the embedding model's 256-word-piece window).
+MEMORY_PASSAGE_MAX_TOKENS = env.int("MEMORY_PASSAGE_MAX_TOKENS", default=160)
 MEMORY_EXTRACTION_LOCK_SECONDS = env.int("MEMORY_EXTRACTION_LOCK_SECONDS", default=300)
 # With an LLM configured, the retrieval query is also rewritten by it (one fast call per turn).
 MEMORY_QUERY_REWRITE = env.bool("MEMORY_QUERY_REWRITE", default=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from infra.sentences import sentences
+from infra.sentences import sentence_spans, sentences
 
 # Words that carry no memory-worthy content on their own: greetings, thanks, acknowledgements, praise, farewells.
 _FILLER = frozenset("""
@@ -57,24 +57,38 @@ def is_filler_sentence(sentence: str) -> bool:
 
 
 def informative_text(text: str) -> str:
-    """The message without its filler sentences; empty when nothing is left."""
-    return " ".join(s for s in sentences(text) if not is_filler_sentence(s))
+    """The message without its filler sentences; empty when nothing is left. Line breaks between what is kept
+    stay (a list, a code block keep their shape); a code fence is not filler."""
+    text = text or ""
+    kept = [(a, b) for a, b in sentence_spans(text)
+            if text[a:b].lstrip().startswith(("```", "~~~")) or not is_filler_sentence(text[a:b])]
+    if not any(_WORD.findall(text[a:b]) for a, b in kept):
+        return ""
+    out, previous_end = [], None
+    for a, b in kept:
+        if previous_end is not None:
+            out.append("\n" if "\n" in text[previous_end:a] else " ")
+        out.append(text[a:b].strip() if previous_end is None else text[a:b].rstrip())
+        previous_end = b
+    return "".join(out).strip()
 
 
-# Only what the user says is remembered about them.
-EXTRACTED_ROLES = frozenset({"user"})
+# Only what the user says is remembered about them; what the assistant said is kept as episodic context (what was
+# suggested, what was answered), never as facts.
+FACT_ROLES = frozenset({"user"})
+EXTRACTED_ROLES = frozenset({"user", "assistant"})
 
 
 def role_extracted(role: str) -> bool:
-    """Whether extraction ever reads a message of this role: only what the user says is remembered about them.
-    Messages of other roles are stored already marked extracted, and no task is queued for them."""
+    """Whether extraction ever reads a message of this role (the user's and the assistant's words; tool results echo
+    stored data). Messages of other roles are stored already marked extracted, and no task is queued for them."""
     return role in EXTRACTED_ROLES
 
 
 def message_triage(*, text: str, role: str) -> Triage:
     """Decide whether a message is worth any further work (rules, LLM, storage)."""
     if not role_extracted(role):
-        return Triage(False, "", "not_user")
+        return Triage(False, "", "not_extracted")
     kept = informative_text(text)
     if not kept:
         return Triage(False, "", "chatter")

@@ -19,12 +19,13 @@ from infra.errors import AppError
 from infra.llm import llm_configured
 from infra.redis_client import Keys, held_lock
 from ..actions import decisions_apply, memory_id_for
-from ..models import MemoryKind, MemoryRecord
+from ..models import MemoryKind, MemoryRecord, SourceType
 from ..sources import SourceMessage
 from ..user_lock import user_memory_lock
 from .candidate import Candidate
-from .classify import message_triage, role_extracted
+from .classify import FACT_ROLES, message_triage
 from .injection import candidates_screen, injection_screen
+from .passages import passages_split
 from .rules import resolve_dates, rules_extract
 from infra.secrets import REDACTED, secrets_redact
 from .verify import candidates_verify
@@ -76,11 +77,10 @@ def candidates_for_message(message: SourceMessage, *, use_llm: bool) -> list[Can
         clean = screening.text
         if not clean.replace(REDACTED, "").strip(" .,:;-"):
             return []
-    candidates = [Candidate(MemoryKind.EVENT, event_text(who=who, text=clean), confidence=EVENT_CONFIDENCE,
-                            importance=0.4, extractor="event")]
-    dates = resolve_dates(clean, message.created_at)
-    if dates:
-        candidates[0].metadata["dates"] = dates
+    candidates = episodes_for_message(message, clean)
+    if message.role != "user":
+        # What the assistant said is episodic context the user may ask about, never a fact about the user.
+        return _prioritize(candidates)
     # The rules only ever see screened sentences; their rewrites are checked as well, as the LLM's are.
     candidates += candidates_screen(rules_extract(clean, who=who, reference=message.created_at), who=who)
     if use_llm:
@@ -94,6 +94,25 @@ def candidates_for_message(message: SourceMessage, *, use_llm: bool) -> list[Can
             c.metadata["extractor_version"] = EXTRACTOR_VERSION
             candidates.append(c)
     return _prioritize(candidates)
+
+
+def episodes_for_message(message: SourceMessage, clean: str) -> list[Candidate]:
+    """The message's own words as episodic memories: one, or one per passage of a long message, each with the dates
+    its words refer to resolved against when it was said."""
+    source_type = SourceType.USER_STATED if message.role == "user" else SourceType.ASSISTANT
+    passages = passages_split(clean)
+    out = []
+    for i, passage in enumerate(passages):
+        c = Candidate(MemoryKind.EVENT, event_text(who=message.speaker, text=passage), source_type=source_type,
+                      confidence=EVENT_CONFIDENCE, importance=0.4, extractor="event")
+        if len(passages) > 1:
+            c.metadata["passage"] = i
+            c.metadata["passages"] = len(passages)
+        dates = resolve_dates(passage, message.created_at)
+        if dates:
+            c.metadata["dates"] = dates
+        out.append(c)
+    return out
 
 
 def memory_extract(*, tenant, user, source: SourceMessage, claim: Callable[[], bool],
@@ -110,7 +129,7 @@ def memory_extract(*, tenant, user, source: SourceMessage, claim: Callable[[], b
 
 
 def _extract_locked(tenant, user, message: SourceMessage, claim, *, allow_llm_failure: bool) -> ExtractionResult:
-    use_llm = llm_configured() and role_extracted(message.role)
+    use_llm = llm_configured() and message.role in FACT_ROLES
     try:
         candidates = candidates_for_message(message, use_llm=use_llm)
     except AppError as exc:

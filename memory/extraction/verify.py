@@ -79,6 +79,11 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
                 if agreeing:
                     decisions.append(Decision(candidate, REINFORCE, agreeing[:1], 1.0))
                     continue
+        if candidate.source_type == "assistant":
+            # Never folded into an earlier memory: a reinforcement would count the assistant's words as the user's
+            # (the nearest event may be the user saying the same thing).
+            decisions.append(Decision(candidate, CREATE, []))
+            continue
         nearest = _nearest_same_kind(tenant=tenant, user=user, candidate=candidate, vector=vector)
         if nearest is not None and nearest[1] >= threshold:
             decisions.append(Decision(candidate, REINFORCE, [nearest[0]], nearest[1]))

@@ -59,11 +59,16 @@ def test_import_keeps_dataset_dates_dia_ids_and_provenance(alice, settings):
                        if t["speaker"] == name}
     dia_of = {str(mid): ext for mid, ext in Message.objects.unscoped().filter(tenant=alice).values_list("pk", "external_id")}
     events = MemoryRecord.objects.unscoped().filter(tenant=alice, kind="event")
-    assert events.count() == 4  # "Hey Mel! Good to see you!" is chatter
+    # "Hey Mel! Good to see you!" is chatter; each other turn is its speaker's event and, in the other speaker's
+    # session, what their assistant heard said.
+    assert events.filter(source_type="user_stated").count() == 4
+    assert events.filter(source_type="assistant").count() == 4
     for record in MemoryRecord.objects.unscoped().filter(tenant=alice):
         message = Message.objects.unscoped().get(pk=record.source_message_id)
-        assert message.role == "user" and message.session.user_id == record.user_id
+        assert message.role == ("user" if record.source_type != "assistant" else "assistant")
+        assert message.session.user_id == record.user_id
         assert record.created_at == message.created_at
+    events = events.filter(source_type="user_stated")
     support = events.get(text__contains="support group")
     assert support.created_at.date().isoformat() == "2023-05-08"
     assert "[shares an image: a photo of a rainbow flag]" in support.text
