@@ -1,4 +1,4 @@
-"""ASGI entry point (uvicorn serves this; streaming responses need it)."""
+"""ASGI entry point (uvicorn serves this; streaming responses and /mcp need it)."""
 import os
 
 from django.core.asgi import get_asgi_application
@@ -12,6 +12,12 @@ if settings.DEBUG:
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
     application = ASGIStaticFilesHandler(application)
+
+# /mcp (the MCP server, Streamable HTTP) is an ASGI app of the MCP SDK served beside Django: mcp_server/asgi.py says
+# why. It also takes the lifespan events, which start its session manager.
+from mcp_server.asgi import mcp_mount  # noqa: E402
+
+application = mcp_mount(application)
 
 from infra.request_threads import RequestThreadPool  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""WSGI entry point."""
+"""WSGI entry point: Django only. The MCP server at /mcp needs ASGI (config/asgi.py)."""
 import os
 
 from django.core.wsgi import get_wsgi_application

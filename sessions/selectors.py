@@ -7,14 +7,17 @@ from infra.errors import NotFound
 from tenants.models import EndUser, Tenant
 from tenants.selectors import parse_uuid
 
-from .models import Message, Session
+from .models import BridgeSummary, Message, Session
 
 
-def access_session(*, tenant: Tenant, session_id, for_update: bool = False) -> Session:
+def access_session(*, tenant: Tenant, session_id, for_update: bool = False, user: EndUser | None = None) -> Session:
     """The tenant's session, with its user and tenant; for_update: the bare row, locked (writers need only its
-    counters and state, and the lock is held for as short as possible)."""
+    counters and state, and the lock is held for as short as possible). One 404 for missing, another tenant's and
+    (with user) another user's session."""
     sid = parse_uuid(session_id, what="session")
     qs = Session.objects.for_tenant(tenant)
+    if user is not None:
+        qs = qs.filter(user=user)
     qs = qs.select_for_update() if for_update else qs.select_related("user", "tenant")
     try:
         return qs.get(id=sid)
@@ -50,3 +53,8 @@ def access_message(*, tenant: Tenant, message_id) -> Message:
         return Message.objects.for_tenant(tenant).select_related("session").get(id=mid)
     except Message.DoesNotExist:
         raise NotFound("Message not found.")
+
+
+def bridge_summaries(*, tenant: Tenant, session_ids) -> dict:
+    """The bridge summaries of these sessions that have one, by session id."""
+    return {b.session_id: b for b in BridgeSummary.objects.for_tenant(tenant).filter(session_id__in=list(session_ids))}

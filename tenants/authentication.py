@@ -35,6 +35,20 @@ def tenant_from_bearer(header: str):
     return key.tenant, key
 
 
+def tenant_from_api_key(header: str):
+    """The surfaces outside DRF (OpenAI-compatible, MCP): the tenant of an Authorization header, charged one
+    request against its quota like every REST request (429/503 as AppError); a bad or missing key is a 401."""
+    from infra.errors import AppError
+    from infra.quotas import quota_charge_request
+
+    try:
+        tenant, _ = tenant_from_bearer(header)
+    except (exceptions.AuthenticationFailed, exceptions.NotAuthenticated) as exc:
+        raise AppError(str(exc.detail), code="invalid_api_key", status=401)
+    quota_charge_request(tenant=tenant)
+    return tenant
+
+
 class TenantApiKeyAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
         header = request.META.get("HTTP_AUTHORIZATION", "")

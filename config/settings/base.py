@@ -300,6 +300,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    # The MCP SDK logs every stateless request's end at INFO ("Terminating session: None").
+    "loggers": {"mcp.server.streamable_http": {"level": "WARNING"}},
 }
 
 # --- Memory lifecycle, admin review and metrics (issue 5) ---------------------

@@ -1,7 +1,8 @@
 """The import direction of the code base (DESIGN.md, "Layers"): every import, module-level or inside a function,
 points down the layers, and memory and the sessions app never import each other.
 
-    surfaces (config, ops, and every apis/urls/admin/management-command module)   may import anything below
+    surfaces         config, ops, mcp_server, and every apis/urls/admin/management-command module: may import
+                     anything below
     assistant        assistant mode: the ReAct loop, its tools, the OpenAI protocol
     orchestration    a message's and a turn's fan-out across the packages
     context          buffer, anchors, bridges, links, composer
@@ -19,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = {"assistant": 1, "orchestration": 2, "context": 3, "memory": 4, "sessions": 4, "tenants": 5, "infra": 6}
-SURFACE_PACKAGES = {"config", "ops"}
+SURFACE_PACKAGES = {"config", "ops", "mcp_server"}  # mcp_server: the MCP surface at /mcp
 # API views, URL confs, admin registrations and management commands are the API layer wherever they live.
 SURFACE_MODULE = re.compile(r"(^|\.)(apis|urls|urls_\w+|admin|openai_views|openai_urls)(\.|$)|\.management\.commands\.")
 SIBLINGS = {("memory", "sessions"), ("sessions", "memory")}
@@ -103,6 +104,7 @@ def test_the_scan_sees_every_package_and_function_level_imports():
     ("tenants.services", "orchestration.erasure"),
     ("infra.health", "memory.models"),
     ("infra.checks", "config.celery"),
+    ("assistant.tools", "mcp_server.server"),  # a surface is imported by surfaces only
     ("orchestration.messages", "assistant.turns"),
 ])
 def test_an_import_against_the_direction_is_refused(importer, imported):
@@ -113,6 +115,7 @@ def test_an_import_against_the_direction_is_refused(importer, imported):
     ("orchestration.messages", "context.buffer"), ("context.buffer", "memory.selectors"),
     ("context.links", "sessions.models"), ("memory.actions", "tenants.selectors"), ("tenants.scoping", "django.db"),
     ("sessions.apis", "orchestration.messages"), ("tenants.admin", "memory.models"), ("config.urls", "ops.health"),
+    ("mcp_server.server", "orchestration.context"), ("config.asgi", "mcp_server.asgi"),
 ])
 def test_an_import_along_the_direction_is_allowed(importer, imported):
     assert violation(importer, imported) is None
