@@ -75,7 +75,6 @@ class _Candidate:
     dense: float | None = None
     sparse: float | None = None
     fused: float = 0.0
-    prior: float = 0.0
     score: float = 0.0
 
 
@@ -163,7 +162,6 @@ def _fuse(cands: dict[str, _Candidate]) -> None:
         best = sorted((m.fused for m in members), reverse=True)[:SESSION_PRIOR_TOP]
         prior = sum(best) / len(best)
         for m in members:
-            m.prior = prior
             m.score = m.fused + prior
 
 
@@ -182,31 +180,6 @@ def _shortlist(ordered: list[_Candidate], *, k: int, token_budget: int | None) -
                 depth = i
                 break
     return ordered[:max(depth, SHORTLIST_MIN)]
-
-
-SPREAD_OVER_SESSIONS = True
-
-
-def _spread_over_sessions(scored: list[tuple[float, dict, float]]) -> list[tuple[float, dict]]:
-    """Best first, where a session's prior counts for the first memory taken from it only. The prior says "this
-    conversation was about the topic": once one of its turns is in the result that is known, and its other turns
-    compete on their own words, so a question whose answer is spread over several sessions gets each session's
-    best memory before the first session's runners-up. Within a session the order is unchanged."""
-    scored = sorted(scored, key=lambda t: t[0], reverse=True)
-    if not SPREAD_OVER_SESSIONS:
-        return [(score, row) for score, row, _ in scored]
-    taken: set = set()
-    out: list[tuple[float, dict]] = []
-    pool = list(scored)
-    while pool:
-        def effective(t):
-            # A session below average has no prior to give up.
-            return t[0] - max(t[2], 0.0) if (t[1]["session_id"] or t[1]["id"]) in taken else t[0]
-        best = max(range(len(pool)), key=lambda i: effective(pool[i]))
-        score, row, _ = pool.pop(best)
-        taken.add(row["session_id"] or row["id"])
-        out.append((score, row))
-    return out
 
 
 def _adjust(c: _Candidate, row: dict, now: datetime) -> float:
@@ -290,8 +263,8 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     # does not come back, whatever the payload says.
     rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for c in shortlist], now=now)
     # (final score, row), best first: each candidate's adjusted score is computed once and shown as it ranked.
-    ranked = _spread_over_sessions([(_adjust(c, rows[c.memory_id], now), rows[c.memory_id], c.prior)
-                                    for c in shortlist if c.memory_id in rows])
+    ranked = sorted(((_adjust(c, rows[c.memory_id], now), rows[c.memory_id]) for c in shortlist if c.memory_id in rows),
+                    key=lambda sr: sr[0], reverse=True)
     names = {str(u.pk): (u.display_name or "").strip() or "The user" for u in users}
     expand = neighbours is not None and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     nearby = {}

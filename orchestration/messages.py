@@ -17,7 +17,7 @@ from context.buffer import buffer_add_facts, buffer_append_messages
 from context.links import links_create_for_first_message
 from infra import clock
 from infra.errors import NotFound
-from memory.extraction.classify import EXTRACTED_ROLES
+from memory.extraction.classify import extracted_roles
 from memory.extraction.pipeline import ExtractionResult, memory_extract
 from memory.models import MemoryKind, MemoryStatus
 from memory.sources import SourceMessage
@@ -36,7 +36,7 @@ def messages_record(*, tenant, session_id, items: list[NewMessage],
     from .tasks import message_extract_task
 
     with transaction.atomic():
-        rows = messages_append(tenant=tenant, session_id=session_id, items=items, pending_roles=EXTRACTED_ROLES)
+        rows = messages_append(tenant=tenant, session_id=session_id, items=items, pending_roles=extracted_roles(tenant))
         if rows:
             tenant_id, user_id = str(tenant.pk), str(rows[0].session.user_id)
             enqueue = message_extract_task.delay if enqueue_extraction else None

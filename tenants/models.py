@@ -27,6 +27,8 @@ class Tenant(models.Model):
     tokens_per_minute = models.PositiveIntegerField(default=200_000)
     max_input_tokens = models.PositiveIntegerField(default=8_000)
     review_inferred = models.BooleanField(default=False, help_text="Hold inferred memories for staff review.")
+    remember_assistant_turns = models.BooleanField(
+        default=True, help_text="Keep what the assistant said as episodic memories (never as facts about the user).")
     memory_ttl_days = models.JSONField(default=dict, blank=True, help_text='Per-kind TTL override, e.g. {"event": 180}.')
     staff_users = models.ManyToManyField("auth.User", blank=True, related_name="tenants",
                                          help_text="Staff limited to these tenants in the admin (superusers see all).")

@@ -79,6 +79,12 @@ FACT_ROLES = frozenset({"user"})
 EXTRACTED_ROLES = frozenset({"user", "assistant"})
 
 
+def extracted_roles(tenant) -> frozenset:
+    """The roles whose messages wait for extraction in this tenant: the user's always, the assistant's unless the
+    tenant keeps only what users say."""
+    return EXTRACTED_ROLES if tenant.remember_assistant_turns else FACT_ROLES
+
+
 def role_extracted(role: str) -> bool:
     """Whether extraction ever reads a message of this role (the user's and the assistant's words; tool results echo
     stored data). Messages of other roles are stored already marked extracted, and no task is queued for them."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 from django.db import transaction
@@ -23,7 +23,7 @@ from ..models import MemoryKind, MemoryRecord, SourceType
 from ..sources import SourceMessage
 from ..user_lock import user_memory_lock
 from .candidate import Candidate
-from .classify import FACT_ROLES, message_triage
+from .classify import FACT_ROLES, extracted_roles, message_triage
 from .injection import candidates_screen, injection_screen
 from .passages import passages_split
 from .rules import resolve_dates, rules_extract
@@ -129,6 +129,8 @@ def memory_extract(*, tenant, user, source: SourceMessage, claim: Callable[[], b
 
 
 def _extract_locked(tenant, user, message: SourceMessage, claim, *, allow_llm_failure: bool) -> ExtractionResult:
+    if message.role not in extracted_roles(tenant):
+        message = replace(message, content="")  # queued before the tenant stopped keeping these turns: claim only
     use_llm = llm_configured() and message.role in FACT_ROLES
     try:
         candidates = candidates_for_message(message, use_llm=use_llm)

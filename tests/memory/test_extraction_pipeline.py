@@ -62,6 +62,15 @@ def test_assistant_statements_are_kept_as_said_by_the_assistant_never_as_facts_a
     assert all(text.lower().startswith("assistant: ") for text in mine.values_list("text", flat=True))
 
 
+def test_a_tenant_that_keeps_only_users_words_stores_nothing_of_the_assistants(alice, alice_user):
+    alice.remember_assistant_turns = False
+    alice.save()
+    _, messages = record_turns(alice, alice_user, [("assistant", "For the invoices I suggest integer cents."),
+                                                   ("user", "I run the billing team at Acme.")])
+    assert messages[0].extracted_at is not None  # stored already done: no task was queued for it
+    assert set(_mine(alice, alice_user).values_list("source_type", flat=True)) == {"user_stated"}
+
+
 def test_user_turn_becomes_event_and_rule_memories_with_provenance(alice, alice_user):
     session, (msg,) = record_turns(alice, alice_user, [("user", "Hi! " + FLIGHT)])
     records = list(_mine(alice, alice_user))
