@@ -92,7 +92,9 @@ def _post(delivery: WebhookDelivery, endpoint: WebhookEndpoint) -> AttemptResult
                     head = b""
                     for chunk in response.iter_bytes():
                         head += chunk
-                        if len(head) >= ERROR_BODY_CHARS:
+                        # A receiver dripping its error page byte by byte does not hold the worker longer.
+                        late = time.monotonic() - started > settings.WEBHOOK_TIMEOUT_SECONDS
+                        if len(head) >= ERROR_BODY_CHARS or late:
                             break
                     error = f"HTTP {response.status_code}: {head[:ERROR_BODY_CHARS].decode(errors='replace')}"
                 return AttemptResult(outcome, response.status_code, error, _retry_after(response),

@@ -71,7 +71,8 @@ def webhook_endpoint_update(*, tenant: Tenant, endpoint_id, url: str | None = No
             endpoint.is_active, endpoint.consecutive_failures = True, 0
             endpoint.disabled_at, endpoint.disabled_reason = None, ""
         elif enabled is False and endpoint.is_active:
-            endpoint.is_active, endpoint.disabled_at, endpoint.disabled_reason = False, clock.now(), "disabled by the tenant"
+            endpoint.is_active, endpoint.disabled_at = False, clock.now()
+            endpoint.disabled_reason = "disabled by the tenant"
         endpoint.save()
     return endpoint
 

@@ -46,7 +46,8 @@ def webhook_signature(*, secret: str, msg_id: str, timestamp: int, body: bytes) 
 
 def webhook_headers(*, signing_secrets: Iterable[str], msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
     """The three headers of one attempt, signed with every secret given (the current one first)."""
-    signatures = " ".join(webhook_signature(secret=s, msg_id=msg_id, timestamp=timestamp, body=body) for s in signing_secrets)
+    signatures = " ".join(webhook_signature(secret=s, msg_id=msg_id, timestamp=timestamp, body=body)
+                          for s in signing_secrets)
     return {"webhook-id": msg_id, "webhook-timestamp": str(timestamp), "webhook-signature": signatures}
 
 
