@@ -32,7 +32,7 @@ from .models import MemoryEvent, MemoryKind, MemoryRecord, MemoryStatus, SourceT
 from .outbox import outbox_enqueue
 from .sources import SourceMessage
 from .user_lock import user_memory_lock
-from .webhook_events import memory_webhook_emit
+from .webhook_events import memory_webhook_emit, memory_webhooks_emit
 
 log = logging.getLogger(__name__)
 
@@ -662,8 +662,7 @@ def memories_forget_records(*, tenant: Tenant, records: list[MemoryRecord], reas
                     before={"kind": r.kind, "status": r.status, "source_type": r.source_type,
                             "created_at": r.created_at.isoformat()})
         for r in records])
-    for r in records:
-        memory_webhook_emit(record=r, action=Action.FORGOTTEN, actor_type=MemoryEvent.Actor.SYSTEM, at=now)
+    memory_webhooks_emit(records=records, action=Action.FORGOTTEN, actor_type=MemoryEvent.Actor.SYSTEM, at=now)
     outbox_enqueue(tenant_id=str(tenant.pk), memory_ids=[str(i) for i in ids], op=VectorOutbox.Op.DELETE)
     return MemoryRecord.objects.for_tenant(tenant).filter(pk__in=ids).delete()[1].get(MemoryRecord._meta.label, 0)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from webhooks.events import webhook_event_emit
+from webhooks.events import Event, webhook_events_emit
 
 from .models import MemoryEvent, MemoryRecord
 
@@ -28,11 +28,10 @@ EVENT_TYPE_OF = {
 }
 
 
-def memory_webhook_emit(*, record: MemoryRecord, action: str, actor_type: str, at: datetime) -> None:
-    """Announce one change of `record`; call in the transaction that made it."""
+def _event(record: MemoryRecord, action: str, actor_type: str, at: datetime) -> Event | None:
     event_type = EVENT_TYPE_OF.get(action)
     if event_type is None:
-        return
+        return None
     data = {
         "memory_id": record.pk, "user_id": record.user_id, "action": action, "actor_type": actor_type,
         "kind": record.kind, "status": record.status, "source_type": record.source_type,
@@ -42,5 +41,16 @@ def memory_webhook_emit(*, record: MemoryRecord, action: str, actor_type: str, a
         "superseded_by": record.superseded_by_id, "created_at": record.created_at, "expires_at": record.expires_at,
         "changed_at": at,
     }
-    webhook_event_emit(tenant_id=record.tenant_id, event_type=event_type, data=data, occurred_at=at,
-                       content={"text": record.text, "subject": record.subject, "value": record.value})
+    return Event(event_type, data, {"text": record.text, "subject": record.subject, "value": record.value}, at)
+
+
+def memory_webhook_emit(*, record: MemoryRecord, action: str, actor_type: str, at: datetime) -> None:
+    """Announce one change of `record`; call in the transaction that made it."""
+    memory_webhooks_emit(records=[record], action=action, actor_type=actor_type, at=at)
+
+
+def memory_webhooks_emit(*, records: list[MemoryRecord], action: str, actor_type: str, at: datetime) -> None:
+    """Announce the same change of many records of one tenant (a batch) with one read of its endpoints."""
+    events = [e for e in (_event(r, action, actor_type, at) for r in records) if e is not None]
+    if events:
+        webhook_events_emit(tenant_id=records[0].tenant_id, events=events)

@@ -10,6 +10,7 @@ import functools
 import json
 import logging
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -64,28 +65,48 @@ def event_body(*, event_id: uuid.UUID, event_type: str, tenant_id, occurred_at: 
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
-def webhook_event_emit(*, tenant_id, event_type: str, data: dict, content: dict | None = None,
-                       occurred_at: datetime | None = None) -> list[int]:
-    """Record one event for every active endpoint of the tenant subscribed to it; call inside the transaction
-    that makes the change. Returns the delivery ids (none when no endpoint listens)."""
-    if event_type not in EventType.values:
-        raise ValueError(f"Unknown webhook event type {event_type!r}.")
-    endpoints = [e for e in WebhookEndpoint.objects.for_tenant(tenant_id).filter(is_active=True)
-                 .only("id", "event_types", "include_content") if event_type in (e.event_types or ())]
-    if not endpoints:
+@dataclass(frozen=True)
+class Event:
+    type: str
+    data: dict
+    content: dict | None = None  # text written by or about the user: only for endpoints that opted in
+    occurred_at: datetime | None = None
+
+
+def webhook_events_emit(*, tenant_id, events: list[Event]) -> list[int]:
+    """Record these events for every active endpoint of the tenant subscribed to each; call inside the transaction
+    that makes the changes. One read of the endpoints however many events. Returns the delivery ids."""
+    unknown = [e.type for e in events if e.type not in EventType.values]
+    if unknown:
+        raise ValueError(f"Unknown webhook event types {unknown!r}.")
+    if not events:
         return []
-    event_id, occurred_at = uuid.uuid4(), occurred_at or clock.now()
-    rows = WebhookDelivery.objects.bulk_create([
-        WebhookDelivery(tenant_id=tenant_id, endpoint_id=e.pk, event_id=event_id, event_type=event_type,
-                        body=event_body(event_id=event_id, event_type=event_type, tenant_id=tenant_id,
-                                        occurred_at=occurred_at, data=data, content=content,
-                                        include_content=e.include_content),
-                        created_at=occurred_at, next_attempt_at=occurred_at)
-        for e in endpoints])
-    ids = [r.pk for r in rows]
+    endpoints = list(WebhookEndpoint.objects.for_tenant(tenant_id).filter(is_active=True)
+                     .values_list("id", "event_types", "include_content"))
+    rows = []
+    for event in events:
+        listening = [(pk, content) for pk, types, content in endpoints if event.type in (types or ())]
+        if not listening:
+            continue
+        event_id, occurred_at = uuid.uuid4(), event.occurred_at or clock.now()
+        rows += [WebhookDelivery(tenant_id=tenant_id, endpoint_id=pk, event_id=event_id, event_type=event.type,
+                                 body=event_body(event_id=event_id, event_type=event.type, tenant_id=tenant_id,
+                                                 occurred_at=occurred_at, data=event.data, content=event.content,
+                                                 include_content=include_content),
+                                 created_at=occurred_at, next_attempt_at=occurred_at)
+                 for pk, include_content in listening]
+    if not rows:
+        return []
+    ids = [r.pk for r in WebhookDelivery.objects.bulk_create(rows)]
     # robust: the change has committed; a broker that is down must not fail it. The sweep sends what was not queued.
     transaction.on_commit(functools.partial(_enqueue, str(tenant_id), ids), robust=True)
     return ids
+
+
+def webhook_event_emit(*, tenant_id, event_type: str, data: dict, content: dict | None = None,
+                       occurred_at: datetime | None = None) -> list[int]:
+    """One event; see webhook_events_emit."""
+    return webhook_events_emit(tenant_id=tenant_id, events=[Event(event_type, data, content, occurred_at)])
 
 
 def _enqueue(tenant_id: str, delivery_ids: list[int]) -> None:

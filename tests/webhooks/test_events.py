@@ -207,3 +207,19 @@ def test_a_rolled_back_change_sends_nothing(alice, alice_user, endpoint_for, rec
 
     actions.memory_create(tenant=alice, user=alice_user, kind="fact", text="Ada lives in Porto.")
     assert task_queue.run() == ["delivered"] and len(receiver.requests) == 1
+
+
+@pytest.mark.django_db
+def test_a_batch_of_events_reads_the_endpoints_once(alice, hook):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from webhooks.events import Event, webhook_events_emit
+
+    webhook_endpoint_create(tenant=alice, url="https://a.example.com/h", event_types=["memory.deleted"])
+    events = [Event("memory.deleted", {"memory_id": i}) for i in range(3)] + [Event("user.erased", {"user_id": 1})]
+    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+        webhook_events_emit(tenant_id=alice.pk, events=events)
+    reads = [q for q in queries.captured_queries if q["sql"].startswith("SELECT") and "webhookendpoint" in q["sql"]]
+    assert len(reads) == 1
+    assert sorted(d.event_type for d in _deliveries(alice)) == ["memory.deleted"] * 6 + ["user.erased"]
