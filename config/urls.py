@@ -12,6 +12,7 @@ api_v1 = [
     path("", include("context.urls")),
     path("", include("memory.urls")),
     path("", include("assistant.urls")),
+    path("", include("webhooks.urls")),
 ]
 
 urlpatterns = [

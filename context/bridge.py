@@ -16,6 +16,7 @@ from infra.errors import AppError
 from infra.sentences import sentences
 from infra.tokens import count_tokens, truncate_to_tokens
 from sessions.models import BridgeSummary, Message, Session
+from webhooks.events import webhook_event_emit
 
 from .anchors import sentence_score
 from .buffer import buffer_build_from_db
@@ -136,6 +137,13 @@ def _embedding(goal: str, text: str) -> list[float] | None:
         return None
 
 
+def _written_announce(bridge: BridgeSummary, session: Session) -> None:
+    webhook_event_emit(tenant_id=session.tenant_id, event_type="bridge.written", occurred_at=bridge.created_at, data={
+        "bridge_id": bridge.pk, "session_id": session.pk, "user_id": session.user_id, "method": bridge.method,
+        "token_count": bridge.token_count, "created_at": bridge.created_at,
+    }, content={"text": bridge.text, "goal": bridge.goal, "details": bridge.details})
+
+
 def bridge_write(*, session: Session) -> BridgeSummary:
     """The closed session's bridge: written the first time, found every time after."""
     bridges = BridgeSummary.objects.for_tenant(session.tenant_id)
@@ -146,8 +154,10 @@ def bridge_write(*, session: Session) -> BridgeSummary:
     embedding = _embedding(parts.get("goal", ""), text)
     try:
         with transaction.atomic():
-            return BridgeSummary.objects.create(
+            bridge = BridgeSummary.objects.create(
                 tenant_id=session.tenant_id, session=session, text=text, goal=parts.get("goal", ""),
                 details=parts, goal_embedding=embedding, method=method, token_count=count_tokens(text))
+            _written_announce(bridge, session)
+            return bridge
     except IntegrityError:  # another run wrote it first: that one stands
         return bridges.get(session=session)

@@ -31,3 +31,14 @@ class JsonObjectField(serializers.DictField):
         if _contains_nul(value):
             self.fail("null_character")
         return value
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """Only JSON true or false: DRF's own field also takes "yes", "1" and 0, which a schema calls invalid."""
+
+    default_error_messages = {"not_a_boolean": "Must be true or false."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("not_a_boolean")
+        return data

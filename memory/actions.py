@@ -32,6 +32,7 @@ from .models import MemoryEvent, MemoryKind, MemoryRecord, MemoryStatus, SourceT
 from .outbox import outbox_enqueue
 from .sources import SourceMessage
 from .user_lock import user_memory_lock
+from .webhook_events import memory_webhook_emit, memory_webhooks_emit
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +76,14 @@ def memory_snapshot(record: MemoryRecord) -> dict:
 def memory_history_write(*, record: MemoryRecord, action: str, actor_type: str = MemoryEvent.Actor.SYSTEM,
                         actor_id: str = "", before: dict | None = None, after: dict | None = None,
                         note: str = "") -> MemoryEvent:
-    """Append one history entry; it outlives the record (memory_uuid stays when the row is gone)."""
-    return MemoryEvent.objects.create(
+    """Append one history entry; it outlives the record (memory_uuid stays when the row is gone). The tenant's
+    webhooks hear of the change in the same transaction."""
+    event = MemoryEvent.objects.create(
         tenant_id=record.tenant_id, user_id=record.user_id, memory=record, memory_uuid=record.pk, action=action,
         actor_type=actor_type, actor_id=str(actor_id or "")[:255], before=before, after=after, note=note[:255],
         created_at=clock.now())
+    memory_webhook_emit(record=record, action=action, actor_type=actor_type, at=event.created_at)
+    return event
 
 
 def _initial_status(*, tenant: Tenant, source_type: str) -> str:
@@ -661,6 +665,7 @@ def memories_forget_records(*, tenant: Tenant, records: list[MemoryRecord], reas
                     before={"kind": r.kind, "status": r.status, "source_type": r.source_type,
                             "created_at": r.created_at.isoformat()})
         for r in records])
+    memory_webhooks_emit(records=records, action=Action.FORGOTTEN, actor_type=MemoryEvent.Actor.SYSTEM, at=now)
     outbox_enqueue(tenant_id=str(tenant.pk), memory_ids=[str(i) for i in ids], op=VectorOutbox.Op.DELETE)
     return MemoryRecord.objects.for_tenant(tenant).filter(pk__in=ids).delete()[1].get(MemoryRecord._meta.label, 0)
 

@@ -24,6 +24,7 @@ from memory.actions import memories_erase_user
 from memory.models import VectorOutbox
 from sessions.models import Message, Session
 from tenants.models import EndUser, Tenant, TenantErasure
+from webhooks.events import webhook_event_emit
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,9 @@ def user_erase(*, tenant: Tenant, user: EndUser | None = None, user_id=None) -> 
         report.sessions = len(session_ids)
         if owner is not None:
             owner.delete()  # cascades: sessions, messages, anchors, bridges, links, memories
+            webhook_event_emit(tenant_id=tenant.pk, event_type="user.erased", data={
+                "user_id": uid, "external_id": owner.external_id, "erased_at": clock.now(),
+                "memories": report.memories, "sessions": report.sessions})
     try:
         _vectors_delete(tenant.pk, uid)
         report.vector_scope_deleted = True

@@ -13,15 +13,31 @@ from infra import clock
 from sessions.models import Session
 from sessions.services import SessionOpened, session_close, session_close_row, session_open
 from tenants.models import EndUser, Tenant
+from webhooks.events import webhook_event_emit
 
 log = logging.getLogger(__name__)
 
 
 def _finish_after_commit(session: Session) -> None:
+    """A session just closed, in this transaction: its webhook event now, its finish task after commit."""
     from .tasks import session_finish_task
 
     tenant_id, session_id = str(session.tenant_id), str(session.pk)
+    _closed_announce(session)
     transaction.on_commit(lambda: session_finish_task.delay(tenant_id, session_id))
+
+
+def _closed_announce(session: Session) -> None:
+    # The caller's row may predate the close (a conditional UPDATE closed it): read what the close wrote.
+    row = (Session.objects.for_tenant(session.tenant_id).filter(pk=session.pk)
+           .values("closed_at", "close_reason", "message_seq", "title", "goal").first())
+    if row is None:
+        return
+    webhook_event_emit(tenant_id=session.tenant_id, event_type="session.closed", occurred_at=row["closed_at"], data={
+        "session_id": session.pk, "user_id": session.user_id, "external_id": session.external_id,
+        "opened_at": session.opened_at, "closed_at": row["closed_at"], "close_reason": row["close_reason"],
+        "message_count": row["message_seq"], "previous_session_id": session.previous_id,
+    }, content={"title": row["title"], "goal": row["goal"]})
 
 
 def _link_after_commit(session: Session) -> None:

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "infra",
     "tenants",
+    "webhooks",
     "sessions.apps.ChatSessionsConfig",
     "memory",
     "context",
@@ -278,6 +279,7 @@ CELERY_BEAT_SCHEDULE = {
         ("lifecycle: reconcile database and Qdrant", "memory.lifecycle.tasks.vectors_reconcile_task", 30),
         ("sessions: close idle sessions", "orchestration.tasks.sessions_close_idle_task", 1),
         ("vectors: flush the outbox", "memory.outbox.outbox_flush_task", 1),
+        ("webhooks: send overdue deliveries", "webhooks.tasks.webhook_deliveries_sweep_task", 1),
         # Deleted memories leave Qdrant Edge's segment files within the hour.
         ("vectors: vacuum deleted points", "memory.lifecycle.tasks.vectors_vacuum_task", 60),
     ]
@@ -330,5 +332,20 @@ MEMORY_CONSOLIDATE_MIN_REPEATS = env.int("MEMORY_CONSOLIDATE_MIN_REPEATS", defau
 MEMORY_CONSOLIDATE_SIMILARITY = env.float("MEMORY_CONSOLIDATE_SIMILARITY", default=0.80)
 # Open sessions quiet for this long get their Redis buffer compacted.
 BUFFER_COMPACT_IDLE_MINUTES = env.int("BUFFER_COMPACT_IDLE_MINUTES", default=10)
+# --- Webhooks (issue 19) -------------------------------------------------------
+# Seconds each phase of a delivery's request (connect, write, read) may take.
+WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", default=10.0)
+# Attempts per delivery; between them base x 2^(n-1) seconds, capped, half of it random.
+WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", default=10)
+WEBHOOK_RETRY_BASE_SECONDS = env.float("WEBHOOK_RETRY_BASE_SECONDS", default=30.0)
+WEBHOOK_RETRY_MAX_SECONDS = env.float("WEBHOOK_RETRY_MAX_SECONDS", default=3600.0)
+# An endpoint is disabled after this many failed deliveries in a row (0: never).
+WEBHOOK_DISABLE_AFTER_FAILURES = env.int("WEBHOOK_DISABLE_AFTER_FAILURES", default=5)
+# After a secret rotation the previous secret keeps signing beside the new one this long.
+WEBHOOK_SECRET_GRACE_HOURS = env.float("WEBHOOK_SECRET_GRACE_HOURS", default=24.0)
+# Endpoints on loopback, private or link-local addresses are refused unless this is set (development only).
+WEBHOOK_ALLOW_PRIVATE_TARGETS = env.bool("WEBHOOK_ALLOW_PRIVATE_TARGETS", default=False)
+# Overdue deliveries the sweep job queues per run.
+WEBHOOK_SWEEP_BATCH = env.int("WEBHOOK_SWEEP_BATCH", default=500)
 # When set, GET /metrics requires "Authorization: Bearer <token>".
 METRICS_TOKEN = env("METRICS_TOKEN", default="")

@@ -7,6 +7,7 @@ points down the layers, and memory and the sessions app never import each other.
     orchestration    a message's and a turn's fan-out across the packages
     context          buffer, anchors, bridges, links, composer
     memory | sessions   siblings: neither imports the other
+    webhooks         per-tenant endpoints and signed deliveries: every layer above emits its events here
     tenants          tenancy: tenants, keys, end users, scoped managers
     infra            core adapters: errors, clock, tokens, Redis, LLM client, embedder, vector store
 """
@@ -19,7 +20,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYERS = {"assistant": 1, "orchestration": 2, "context": 3, "memory": 4, "sessions": 4, "tenants": 5, "infra": 6}
+LAYERS = {"assistant": 1, "orchestration": 2, "context": 3, "memory": 4, "sessions": 4, "webhooks": 5, "tenants": 6,
+          "infra": 7}
 SURFACE_PACKAGES = {"config", "ops", "mcp_server"}  # mcp_server: the MCP surface at /mcp
 # API views, URL confs, admin registrations and management commands are the API layer wherever they live.
 SURFACE_MODULE = re.compile(r"(^|\.)(apis|urls|urls_\w+|admin|openai_views|openai_urls)(\.|$)|\.management\.commands\.")
@@ -106,6 +108,9 @@ def test_the_scan_sees_every_package_and_function_level_imports():
     ("infra.checks", "config.celery"),
     ("assistant.tools", "mcp_server.server"),  # a surface is imported by surfaces only
     ("orchestration.messages", "assistant.turns"),
+    ("webhooks.events", "memory.models"),  # webhooks hear of changes; they never reach up for them
+    ("webhooks.delivery", "sessions.models"),
+    ("tenants.services", "webhooks.events"),
 ])
 def test_an_import_against_the_direction_is_refused(importer, imported):
     assert violation(importer, imported)
@@ -116,6 +121,7 @@ def test_an_import_against_the_direction_is_refused(importer, imported):
     ("context.links", "sessions.models"), ("memory.actions", "tenants.selectors"), ("tenants.scoping", "django.db"),
     ("sessions.apis", "orchestration.messages"), ("tenants.admin", "memory.models"), ("config.urls", "ops.health"),
     ("mcp_server.server", "orchestration.context"), ("config.asgi", "mcp_server.asgi"),
+    ("memory.actions", "webhooks.events"), ("context.bridge", "webhooks.events"), ("webhooks.events", "tenants.models"),
 ])
 def test_an_import_along_the_direction_is_allowed(importer, imported):
     assert violation(importer, imported) is None

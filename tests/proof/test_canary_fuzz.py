@@ -33,7 +33,7 @@ CANARY_RE = re.compile(r"cnry(\d)(\d)[a-z]{6}")
 JUNK_IDS = ["", " ", "*", "%2A", "%", "_", "..", ".", "null", "None", "undefined", "0", "-1", "true", "[]", "{}",
             "' OR '1'='1", "1 OR 1=1", "%00", "%25", str(uuid.UUID(int=0)), "ffffffff-ffff-ffff-ffff-ffffffffffff",
             str(uuid.uuid4()), str(uuid.uuid4()), "a" * 300]
-ID_PARAMETERS = {"user_id", "session_id", "memory_id"}
+ID_PARAMETERS = {"user_id", "session_id", "memory_id", "webhook_id"}
 LLM_URL = "http://llm.test/v1"
 
 
@@ -68,6 +68,7 @@ class World:
         self.sessions = {}  # (i, j) -> [closed session id, open session id]
         self.memories = {}  # (i, j) -> [memory ids]
         self.messages = {}  # (i, j) -> [message ids]
+        self.webhooks = {}  # (i, j) -> [webhook endpoint ids]
         self.staff = {}  # i -> staff User
 
 
@@ -81,6 +82,7 @@ def _build_world(make_tenant, django_user_model) -> World:
     from orchestration.sessions import session_end, session_start
     from orchestration.messages import messages_record
     from tenants.services import end_user_create
+    from webhooks.services import webhook_endpoint_create
 
     world = World()
     every_permission = list(Permission.objects.all())
@@ -98,6 +100,10 @@ def _build_world(make_tenant, django_user_model) -> World:
             # The same external ids in every tenant: "user-0" of one tenant is not "user-0" of another.
             user = end_user_create(tenant=tenant, external_id=f"user-{j}", display_name=f"Pat {c}")
             world.users[(i, j)] = user
+            # Opted into content, so the deliveries of what follows carry canaries too (shown in the admin).
+            endpoint, _ = webhook_endpoint_create(tenant=tenant, url=f"https://hooks.example.com/{c}",
+                                                  description=f"hook {c}", include_content=True)
+            world.webhooks[(i, j)] = [str(endpoint.pk)]
             closed, _ = session_start(tenant=tenant, user=user, title=f"trip {c}", opened_at=T0)
             rows = messages_record(tenant=tenant, session_id=closed.pk, enqueue_extraction=False, items=[
                 NewMessage(role="user", content=f"My favourite colour is {c}. I want to book a trip to {c} island.",
@@ -131,6 +137,7 @@ def _foreign_state(world: World) -> str:
     from infra.vector_store import Scope, get_vector_store
     from sessions.models import Message, Session
     from tenants.models import EndUser
+    from webhooks.models import WebhookEndpoint
 
     parts = []
     for tenant in world.tenants:
@@ -138,6 +145,8 @@ def _foreign_state(world: World) -> str:
         parts.append(sorted(Session.objects.unscoped().filter(tenant=tenant).values_list("pk", "state")))
         parts.append(Message.objects.unscoped().filter(tenant=tenant).count())
         parts.append(sorted(EndUser.objects.unscoped().filter(tenant=tenant).values_list("pk", "external_id")))
+        parts.append(sorted(WebhookEndpoint.objects.unscoped().filter(tenant=tenant).values_list(
+            "pk", "url", "description", "is_active", "include_content", "secret_sealed")))
         parts.append(get_vector_store().count(Scope(tenant_id=str(tenant.pk))))
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
@@ -233,7 +242,8 @@ def _id_pool(world: World, name: str, caller: int) -> list[tuple[str, tuple | No
     """(value, owner) for every id of that kind: other tenants' (with spelling variants), the caller's own, junk."""
     out = []
     for key, user in world.users.items():
-        ids = {"user_id": [str(user.pk)], "session_id": world.sessions[key], "memory_id": world.memories[key]}[name]
+        ids = {"user_id": [str(user.pk)], "session_id": world.sessions[key], "memory_id": world.memories[key],
+               "webhook_id": world.webhooks[key]}[name]
         for value in ids:
             spellings = _variants(value) if key[0] != caller else [value]
             out += [(v, key) for v in spellings]
@@ -369,7 +379,7 @@ def _fuzz_admin(world: World, tally: Tally, rng: random.Random):
         foreign_canaries = [c for key, c in world.canary.items() if key[0] != caller]
         foreign_ids = [v for key in world.users if key[0] != caller
                        for v in [str(world.users[key].pk), *world.sessions[key], *world.memories[key],
-                                 *world.messages[key], str(world.tenants[key[0]].pk)]]
+                                 *world.messages[key], *world.webhooks[key], str(world.tenants[key[0]].pk)]]
         for model, model_admin in admin.site._registry.items():
             base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
             label = f"admin {model._meta.label}"

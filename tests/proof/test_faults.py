@@ -237,14 +237,15 @@ def _our_tasks() -> dict:
     app.loader.import_default_modules()
     return {name: task for name, task in app.tasks.items()
             if name.split(".")[0] in ("memory", "sessions", "context", "orchestration", "assistant", "tenants",
-                                      "infra")}
+                                      "webhooks", "infra")}
 
 
 def _task_arguments(name: str, task, world: dict) -> dict:
     """Arguments for a task from its signature; an unknown required parameter fails loudly so a new task is
     taught here rather than silently skipped."""
     known = {"message_id": world["message_id"], "session_id": world["session_id"], "tenant_id": world["tenant_id"],
-             "memory_ids": world["memory_ids"], "at": world["at"], "erasure_id": world["erasure_id"]}
+             "memory_ids": world["memory_ids"], "at": world["at"], "erasure_id": world["erasure_id"],
+             "delivery_id": world["delivery_id"]}
     kwargs = {}
     for p in list(inspect.signature(task.run).parameters.values()):
         if p.name in ("self", "args", "kwargs") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -256,13 +257,19 @@ def _task_arguments(name: str, task, world: dict) -> dict:
     return kwargs
 
 
-def _world_for_tasks(alice, alice_user) -> dict:
+def _world_for_tasks(alice, alice_user, settings) -> dict:
     from memory.models import MemoryRecord, VectorOutbox
     from memory.actions import memory_create
     from sessions.services import NewMessage
     from orchestration.sessions import session_end, session_start
     from orchestration.messages import messages_record
 
+    # A webhook endpoint whose receiver is down, so every change below leaves a delivery to retry.
+    from webhooks.models import WebhookDelivery
+    from webhooks.services import webhook_endpoint_create
+
+    settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = True
+    webhook_endpoint_create(tenant=alice, url=f"http://127.0.0.1:{_free_port()}/hook")
     # A finished conversation (extraction, bridge, anchors still to do) and an idle open one.
     closed, _ = session_start(tenant=alice, user=alice_user, opened_at=T0 - timedelta(days=400))
     rows = messages_record(tenant=alice, session_id=closed.pk, enqueue_extraction=False, items=[
@@ -297,14 +304,18 @@ def _world_for_tasks(alice, alice_user) -> dict:
 
     leaving = tenant_create(name="Leaving", slug=f"leaving-{alice.slug}")
     erasure = TenantErasure.objects.create(tenant_id_value=leaving.pk, slug=leaving.slug, users_total=0)
+    # Due at the tasks' clock (T0), and overdue for the sweep.
+    deliveries = WebhookDelivery.objects.for_tenant(alice)
+    deliveries.update(next_attempt_at=T0 - timedelta(minutes=5))
     return {"message_id": str(rows[0].pk), "session_id": str(closed.pk), "tenant_id": str(alice.pk),
-            "memory_ids": ids[:4], "at": T0.isoformat(), "erasure_id": str(erasure.pk)}
+            "memory_ids": ids[:4], "at": T0.isoformat(), "erasure_id": str(erasure.pk),
+            "delivery_id": deliveries.order_by("id").first().pk}
 
 
-def test_every_task_delivered_twice_changes_nothing_the_second_time(alice, alice_user, broker):
+def test_every_task_delivered_twice_changes_nothing_the_second_time(alice, alice_user, broker, settings):
     from infra import clock
 
-    world = _world_for_tasks(alice, alice_user)
+    world = _world_for_tasks(alice, alice_user, settings)
     tasks = _our_tasks()
     assert {"orchestration.tasks.message_extract_task", "orchestration.tasks.session_finish_task"} <= set(tasks)
     clock.set_now(T0)

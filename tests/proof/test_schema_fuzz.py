@@ -57,6 +57,11 @@ def world(make_tenant):
         ids["user_id"].append(str(user.id))
         ids["session_id"].append(str(session.id))
         ids["message_id"].extend(str(m.id) for m in rows)
+    from webhooks.services import webhook_endpoint_create
+
+    for n in range(2):
+        endpoint, _ = webhook_endpoint_create(tenant=tenant, url=f"https://hooks.example.com/fuzz-{n}")
+        ids["webhook_id"].append(str(endpoint.pk))
     try:
         from memory.models import MemoryRecord
         ids["memory_id"].extend(str(i) for i in MemoryRecord.objects.unscoped().filter(tenant=tenant).values_list("id", flat=True))

@@ -1,0 +1,1 @@
+"""Webhooks: per-tenant endpoints and signed, retried deliveries of what changed."""
