@@ -1,6 +1,7 @@
 """Where a memory came from, in words: "you said on 8 May 2023 (session 3)"."""
 from __future__ import annotations
 
+import functools
 from datetime import date, datetime
 
 
@@ -9,7 +10,12 @@ def date_render(value: datetime | date | None) -> str:
     """8 May 2023: unambiguous in every locale, and what people say."""
     if value is None:
         return "an unknown date"
-    return f"{value.day} {value:%B %Y}"
+    return _day_render(value.year, value.month, value.day)
+
+
+@functools.lru_cache(maxsize=4096)
+def _day_render(year: int, month: int, day: int) -> str:
+    return f"{day} {date(year, month, day):%B %Y}"  # strftime per call costs more than the rest of a memory line
 
 
 _VERB = {

@@ -11,13 +11,15 @@ block with `memories_block`.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 
 from infra.tokens import count_tokens
 
 from .provenance import date_render, relative_dates_render
 
+MIN_LINE_TOKENS = 6  # "- Name: a few words" and its newline: below this no memory fits
 # How a memory's source is said when its words do not already say it (an event is "Name: what was said").
 _SOURCE_NOTE = {"inferred": "inferred", "tool_result": "from a tool result", "system": "recorded"}
 
@@ -29,9 +31,13 @@ def group_key(m) -> tuple:
 
 
 def group_heading(m) -> str:
-    created = m.created_at
-    when = date_render(created) if created else "Undated"
-    return f"{when}, session {m.session_number}:" if m.session_number else f"{when}:"
+    return _heading(*group_key(m))
+
+
+@functools.lru_cache(maxsize=4096)
+def _heading(day: date | None, session_number: int | None) -> str:
+    when = date_render(day) if day else "Undated"
+    return f"{when}, session {session_number}:" if session_number else f"{when}:"
 
 
 def memory_line(m) -> str:
@@ -83,6 +89,10 @@ class BlockBudget:
 
     def fits(self, cost: int) -> bool:
         return self.limit is None or self.used + cost <= self.limit
+
+    def full(self) -> bool:
+        """Too little room left for any memory line (a marker, a name and a few words)."""
+        return self.limit is not None and self.limit - self.used < MIN_LINE_TOKENS
 
     def add(self, m, cost: int) -> None:
         self._groups.add(group_key(m))

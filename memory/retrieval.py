@@ -296,9 +296,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
         m = RetrievedMemory(
             memory_id=row["id"], kind=row["kind"], text=row["text"], score=round(score, 4),
             source_type=row["source_type"], created_at=row["created_at"], session_id=sid, source_message_id=primary,
-            provenance=provenance_line(source_type=row["source_type"], created_at=row["created_at"],
-                                       session_number=row["session_number"], dates=row["dates"]),
-            user_id=row["user_id"], confidence=row["confidence"],
+            provenance="", user_id=row["user_id"], confidence=row["confidence"],
             source_message_ids=row["source_message_ids"] or ([primary] if primary else []),
             session_number=row["session_number"], dates=list(row["dates"] or []))
         cost = block.cost(m)
@@ -321,7 +319,11 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
         shown_texts.add(said)
         block.add(m, cost)
         m.token_count = cost
+        m.provenance = provenance_line(source_type=m.source_type, created_at=m.created_at,
+                                       session_number=m.session_number, dates=m.dates)
         out.append(m)
+        if block.full():
+            break
     if record_access and out:
         _access_record_later(tenant_id=str(tenant.pk), memory_ids=[m.memory_id for m in out], at=now)
     return out
