@@ -84,7 +84,8 @@ class BlockBudget:
     _groups: set = field(default_factory=set)
 
     def cost(self, m) -> int:
-        heading = 0 if group_key(m) in self._groups else count_tokens(group_heading(m)) + 1
+        key = group_key(m)
+        heading = 0 if key in self._groups else count_tokens(_heading(*key)) + 1
         return heading + count_tokens(memory_line(m)) + 1
 
     def fits(self, cost: int) -> bool:
