@@ -7,7 +7,7 @@ from infra.errors import NotFound
 from tenants.models import EndUser, Tenant
 from tenants.selectors import parse_uuid
 
-from .models import Message, Session
+from .models import ImportJob, Message, Session
 
 
 def access_session(*, tenant: Tenant, session_id, for_update: bool = False) -> Session:
@@ -50,3 +50,12 @@ def access_message(*, tenant: Tenant, message_id) -> Message:
         return Message.objects.for_tenant(tenant).select_related("session").get(id=mid)
     except Message.DoesNotExist:
         raise NotFound("Message not found.")
+
+
+def access_import_job(*, tenant: Tenant, user: EndUser, job_id) -> ImportJob:
+    """The user's import job; one 404 for missing, another tenant's and another user's."""
+    jid = parse_uuid(job_id, what="import job")
+    job = ImportJob.objects.for_tenant(tenant).filter(pk=jid, user=user).defer("payload").first()
+    if job is None:
+        raise NotFound("Import job not found.")
+    return job
