@@ -185,7 +185,8 @@ class UserImportApi(APIView):
 
     @extend_schema(
         operation_id="users_import",
-        parameters=[OpenApiParameter("format", str, enum=list(import_formats.FORMATS), required=True),
+        # Not `format`: DRF reads that query parameter as the response's renderer.
+        parameters=[OpenApiParameter("export_format", str, enum=list(import_formats.FORMATS), required=True),
                     OpenApiParameter("speaker", str, description="LoCoMo: whose turns are the user's (speaker_a, "
                                                                  "speaker_b or a name; default speaker_a)")],
         request={"application/json": {"type": "array", "items": {"type": "object"}}},
@@ -195,7 +196,7 @@ class UserImportApi(APIView):
     def post(self, request, user_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
-        fmt = import_formats.format_check(request.query_params.get("format"))
+        fmt = import_formats.format_check(request.query_params.get("export_format"))
         speaker = request.query_params.get("speaker", "")[:255]
         stream = request.stream
         # The middleware refused bodies over the import limit; Django's smaller one does not apply to this route.
