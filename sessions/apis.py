@@ -189,7 +189,9 @@ class UserImportApi(APIView):
         parameters=[OpenApiParameter("export_format", str, enum=list(import_formats.FORMATS), required=True),
                     OpenApiParameter("speaker", str, description="LoCoMo: whose turns are the user's (speaker_a, "
                                                                  "speaker_b or a name; default speaker_a)")],
-        request={"application/json": {"type": "array", "items": {"type": "object"}}},
+        request={"application/json": {"oneOf": [
+            {"type": "array", "items": {"type": "object"}, "description": "conversations (or LoCoMo samples)"},
+            {"type": "object", "description": "one conversation, or {\"conversations\": [...]}"}]}},
         responses={202: ImportJobOutput},
         description="Import a conversation export (LoCoMo-style dated sessions, or OpenAI-style lists of "
                     "{role, content} messages) for the user. Answers 202 with the job; poll its URL.")
