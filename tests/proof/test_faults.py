@@ -244,7 +244,8 @@ def _task_arguments(name: str, task, world: dict) -> dict:
     """Arguments for a task from its signature; an unknown required parameter fails loudly so a new task is
     taught here rather than silently skipped."""
     known = {"message_id": world["message_id"], "session_id": world["session_id"], "tenant_id": world["tenant_id"],
-             "memory_ids": world["memory_ids"], "at": world["at"], "erasure_id": world["erasure_id"]}
+             "memory_ids": world["memory_ids"], "at": world["at"], "erasure_id": world["erasure_id"],
+             "job_id": world["job_id"], "user_id": world["user_id"]}
     kwargs = {}
     for p in list(inspect.signature(task.run).parameters.values()):
         if p.name in ("self", "args", "kwargs") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -297,8 +298,17 @@ def _world_for_tasks(alice, alice_user) -> dict:
 
     leaving = tenant_create(name="Leaving", slug=f"leaving-{alice.slug}")
     erasure = TenantErasure.objects.create(tenant_id_value=leaving.pk, slug=leaving.slug, users_total=0)
+    # An import waiting for its task, whose backlog (a bridge, two extractions) fits in one run of its chain.
+    from orchestration.imports import import_job_create
+
+    export = [{"id": "old-chat", "messages": [
+        {"role": "user", "content": "I prefer window seats on trains.", "created_at": "2023-01-05T10:00:00Z"},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "My cat is called Miso."}]}]
+    job = import_job_create(tenant=alice, user=alice_user, fmt="openai", payload=json.dumps(export).encode())
     return {"message_id": str(rows[0].pk), "session_id": str(closed.pk), "tenant_id": str(alice.pk),
-            "memory_ids": ids[:4], "at": T0.isoformat(), "erasure_id": str(erasure.pk)}
+            "memory_ids": ids[:4], "at": T0.isoformat(), "erasure_id": str(erasure.pk), "job_id": str(job.pk),
+            "user_id": str(alice_user.pk)}
 
 
 def test_every_task_delivered_twice_changes_nothing_the_second_time(alice, alice_user, broker):
