@@ -10,7 +10,7 @@ adds to a stored conversation go to a continuation session (`<id>#2`, ...), sinc
 
 Pacing. Live turns keep priority over imported history in two ways:
   * Everything an import queues runs on the `bulk` queue, which server mode serves with its own one-slot worker
-    (scripts/run) and the embedded worker consumes last, beside its other queues.
+    (scripts/run); the embedded worker consumes it beside its other queues, taking turns between them.
   * The expensive follow-up of imported sessions (their bridges, and the extraction of their messages, which may
     call the model) is not queued per session or per message, where hundreds of tasks would take every worker
     slot and the background LLM slot ahead of live extraction. Closing an imported session skips the per-session
@@ -68,7 +68,7 @@ def import_job_create(*, tenant: Tenant, user: EndUser, fmt: str, payload: bytes
     with transaction.atomic():
         job = ImportJob.objects.create(
             tenant=tenant, user=user, format=fmt, options={"speaker": speaker} if speaker else {}, source=source,
-            payload=payload if payload is not None else None, file_name=file_name[:1000],
+            payload=payload, file_name=file_name[:1000],
             sessions_total=summary.sessions, messages_total=summary.messages)
         if source == ImportJob.Source.API:
             tenant_id, job_id = str(tenant.pk), str(job.pk)

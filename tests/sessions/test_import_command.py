@@ -63,6 +63,10 @@ def test_an_interrupted_command_resumes_from_its_job(alice, alice_user, tmp_path
     assert f"--resume {job.pk}" in str(stopped.value)
     assert (job.status, job.position, job.source) == ("failed", 4, "command")
     monkeypatch.setattr(imports, "_part_write", real)
+    other = tmp_path / "other.json"
+    other.write_text("[]")
+    with pytest.raises(CommandError, match="not .*other.json"):
+        run(str(other), tenant=alice.slug, user=alice_user.external_id, format="openai", resume=str(job.pk))
     out, _ = run(str(path), tenant=alice.slug, user=alice_user.external_id, format="openai", resume=str(job.pk),
                  no_progress=True)
     job.refresh_from_db()

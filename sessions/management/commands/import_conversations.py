@@ -8,6 +8,8 @@ beside an embedded-mode server.
 """
 from __future__ import annotations
 
+import os
+
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
@@ -40,15 +42,18 @@ class Command(BaseCommand):
         user_row = end_user_by_ref(tenant=tenant_row, ref=user)
         if user_row is None:
             raise CommandError(f"Tenant '{tenant_row.slug}' has no end user '{user}'.")
+        path = os.path.abspath(file)
         try:
             if resume:
                 job = access_import_job(tenant=tenant_row, user=user_row, job_id=resume)
                 if job.source != ImportJob.Source.COMMAND:
                     raise CommandError(f"Job {job.pk} came through the API; its worker task resumes it.")
+                if job.file_name != path:
+                    raise CommandError(f"Job {job.pk} imports {job.file_name}, not {path}.")
                 job = import_job_resume(tenant_id=tenant_row.pk, job_id=job.pk)
             else:
-                self.stdout.write(f"checking {file} ...")
-                job = import_job_create(tenant=tenant_row, user=user_row, fmt=format, file_name=file,
+                self.stdout.write(f"checking {path} ...")
+                job = import_job_create(tenant=tenant_row, user=user_row, fmt=format, file_name=path,
                                         speaker=speaker, source=ImportJob.Source.COMMAND)
         except OSError as exc:
             raise CommandError(f"Cannot read {file}: {exc}") from None
