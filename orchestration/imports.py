@@ -34,6 +34,7 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from infra import clock
+from infra.errors import ValidationFailed
 from infra.redis_client import Keys, get_redis
 from memory.extraction.classify import EXTRACTED_ROLES
 from sessions.import_formats import ImportedSession, export_sessions, export_summary, format_check
@@ -63,6 +64,8 @@ def import_job_create(*, tenant: Tenant, user: EndUser, fmt: str, payload: bytes
     from .tasks import conversations_import_task
 
     format_check(fmt)
+    if "\x00" in speaker:
+        raise ValidationFailed("speaker contains a NUL character.")
     with _open(payload, file_name) as stream:
         summary = export_summary(fmt=fmt, stream=stream, speaker=speaker)
     with transaction.atomic():

@@ -120,6 +120,8 @@ def _text(value, what: str) -> str:
         return ""
     if not isinstance(value, str):
         raise _invalid(f"{what} must be a string.")
+    if "\x00" in value:  # PostgreSQL cannot store it in text
+        raise _invalid(f"{what} contains a NUL character.")
     if len(value) > settings.CONTINUUM_MAX_MESSAGE_CHARS:
         raise ValidationFailed(f"{what} is longer than {settings.CONTINUUM_MAX_MESSAGE_CHARS} characters.",
                                code="message_too_long", details={"limit": settings.CONTINUUM_MAX_MESSAGE_CHARS})
@@ -130,8 +132,8 @@ def _ext_id(value, what: str, *, max_length: int = 255) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise _invalid(f"{what} must be a string or an integer.")
     text = str(value).strip()
-    if not text or len(text) > max_length:
-        raise _invalid(f"{what} must be 1 to {max_length} characters.")
+    if not text or len(text) > max_length or "\x00" in text:
+        raise _invalid(f"{what} must be 1 to {max_length} characters, none of them NUL.")
     return text
 
 
@@ -218,7 +220,7 @@ def _locomo_sessions(conversation: dict, sample_id: str, number: int, *, speaker
             own = who == user_name
             messages.append(ImportedMessage(role="user" if own else "assistant", content=text, external_id=ext,
                                             created_at=started + timedelta(seconds=LOCOMO_TURN_SECONDS * i),
-                                            name="" if own else who[:128]))
+                                            name="" if own else who.replace("\x00", "")[:128]))
         if messages:
             yield ImportedSession(external_id=f"{sample_id}:{n}", title=f"{sample_id} session {n}",
                                   messages=messages, ignored=ignored)
@@ -245,6 +247,16 @@ def _timestamp(value, what: str) -> datetime | None:
             raise _invalid(f"{what} is not an ISO 8601 timestamp: {value[:40]!r}.") from None
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
     raise _invalid(f"{what} is not a timestamp.")
+
+
+def _has_nul(value) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def _first(d: dict, *keys):
@@ -294,7 +306,7 @@ def _openai_session(conversation, number: int, *, default_time: datetime) -> Imp
     where = f"Conversation {number}"
     conv_id = _ext_id(_first(meta, "id", "conversation_id") or f"conversation-{number}", f"{where}'s id",
                       max_length=CONVERSATION_ID_MAX)
-    title = meta.get("title") if isinstance(meta.get("title"), str) else ""
+    title = meta["title"].replace("\x00", "") if isinstance(meta.get("title"), str) else ""
     # Without timestamps, messages follow each other by a second from the conversation's time (or the job's).
     at = _timestamp(_first(meta, "created_at", "create_time", "timestamp"), f"{where}'s created_at") or default_time
     messages, ignored, ids = [], 0, set()
@@ -313,12 +325,14 @@ def _openai_session(conversation, number: int, *, default_time: datetime) -> Imp
             raise _invalid(f"{what}: id {ext!r} appears twice in the conversation.")
         ids.add(ext)
         tool_calls = item.get("tool_calls") if isinstance(item.get("tool_calls"), list) else []
-        tool_call_id = item.get("tool_call_id") if isinstance(item.get("tool_call_id"), str) else ""
+        if _has_nul(tool_calls):  # nor can jsonb
+            raise _invalid(f"{what}'s tool_calls contain a NUL character.")
+        tool_call_id = item["tool_call_id"].replace("\x00", "") if isinstance(item.get("tool_call_id"), str) else ""
         # The rule the messages API applies: blank text is kept only where the turn means something without it.
         if not content.strip() and not (role == "assistant" and tool_calls) and not (role == "tool" and tool_call_id):
             ignored += 1
             continue
-        name = item.get("name") if isinstance(item.get("name"), str) else ""
+        name = item["name"].replace("\x00", "") if isinstance(item.get("name"), str) else ""
         messages.append(ImportedMessage(role=role, content=content, external_id=ext, created_at=at, name=name[:128],
                                         tool_calls=[c for c in tool_calls if isinstance(c, dict)][:64],
                                         tool_call_id=tool_call_id[:128]))

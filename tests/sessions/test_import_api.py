@@ -60,6 +60,7 @@ def test_posting_the_same_export_twice_stores_it_once(alice_client, alice_user):
     ("export_format=locomo", [LOCOMO_SAMPLE], None),  # a control: the same route takes a good file
     ("export_format=locomo&speaker=Zed", [LOCOMO_SAMPLE], "invalid_export"),
     ("export_format=locomo", OPENAI_EXPORT, "invalid_export"),
+    ("export_format=openai&speaker=%00", OPENAI_EXPORT, "invalid"),
 ])
 def test_a_bad_export_gets_a_400_with_its_reason_and_stores_nothing(alice_client, alice_user, query, body, code):
     r = post(alice_client, alice_user, body, query=query)
