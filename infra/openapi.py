@@ -32,7 +32,7 @@ _ERRORS = {
 
 
 # Path variables that always hold a UUID; the routes take them as <str:...> so a malformed id is our 404, not Django's.
-UUID_PATH_VARIABLES = frozenset({"user_id", "session_id", "message_id", "memory_id", "webhook_id"})
+UUID_PATH_VARIABLES = frozenset({"user_id", "session_id", "message_id", "memory_id", "webhook_id", "job_id"})
 _UUID_PATTERN = "^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
 
 

@@ -98,6 +98,11 @@ class Keys:
         return cls.user_lock(tenant_id, user_id, f"extract:{message_id}")
 
     @classmethod
+    def import_backlog_flag(cls, tenant_id, user_id) -> str:
+        """Set while the user's import backlog chain is queued or running (orchestration/imports.py)."""
+        return cls.user_lock(tenant_id, user_id, "import-backlog")
+
+    @classmethod
     def memory_writes_lock(cls, tenant_id, user_id) -> str:
         return cls.user_lock(tenant_id, user_id, "memory-writes")
 

@@ -12,6 +12,7 @@ import hashlib
 import logging
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -426,6 +427,44 @@ def memory_delete_all(*, tenant: Tenant, user: EndUser, actor_type: str, actor_i
                                      note="all memories deleted")
             memory_vectors_enqueue(records)
             changed += len(records)
+
+
+# --- bulk delete by filter ------------------------------------------------------------------------------------------
+
+BULK_DELETE_SAMPLE = 10
+
+
+@dataclass(frozen=True)
+class BulkDeleteResult:
+    matched: int  # matching memories not yet deleted, before this call
+    deleted: int
+    sample_ids: list[str]  # dry run: the first matches; otherwise the first deleted
+    more: bool  # matches remain past this call's bound: call again
+    dry_run: bool
+
+
+def memories_bulk_delete(*, tenant: Tenant, user: EndUser, criteria, actor_type: str, actor_id: str = "",
+                         dry_run: bool = False, limit: int | None = None) -> BulkDeleteResult:
+    """Soft-delete the user's memories matching `criteria` (memory.selectors.MemoryCriteria), oldest first, at
+    most `limit` (capped by CONTINUUM_BULK_DELETE_MAX) per call, each through the single delete's transition: its
+    history event and its outbox row. dry_run counts and samples the matches and changes nothing."""
+    from .selectors import memories_matching  # selectors read what these writes make
+
+    cap = settings.CONTINUUM_BULK_DELETE_MAX
+    limit = cap if limit is None else max(1, min(int(limit), cap))
+    matching = memories_matching(tenant=tenant, user=user, criteria=criteria).order_by("created_at", "pk")
+    matched = matching.count()
+    if dry_run:
+        sample = [str(i) for i in matching.values_list("pk", flat=True)[:BULK_DELETE_SAMPLE]]
+        return BulkDeleteResult(matched, 0, sample, False, True)
+    with transaction.atomic():
+        # Locked rows are re-checked against the filter, so one deleted meanwhile is neither counted nor touched.
+        records = list(matching.select_for_update()[:limit])
+        for record in records:
+            _transition(record, to=Status.DELETED, action=Action.DELETED, actor_type=actor_type, actor_id=actor_id,
+                        note="bulk delete")
+    return BulkDeleteResult(matched, len(records), [str(r.pk) for r in records[:BULK_DELETE_SAMPLE]],
+                            matched > len(records), False)
 
 
 def _status_before_removal(record: MemoryRecord) -> str:

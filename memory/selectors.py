@@ -1,6 +1,9 @@
 """Reads of long-term memories, each scoped by tenant first (and by user where one is given)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from django.db.models import QuerySet
 
 from infra.errors import NotFound
@@ -26,6 +29,35 @@ def memory_list(*, tenant: Tenant, user: EndUser | None = None, kinds: list[str]
         qs = qs.filter(kind__in=kinds)
     if statuses:
         qs = qs.filter(status__in=statuses)
+    return qs
+
+
+@dataclass(frozen=True)
+class MemoryCriteria:
+    """Which of a user's memories a bulk operation takes; every given condition must hold."""
+    kinds: tuple[str, ...] = ()
+    source_types: tuple[str, ...] = ()
+    session_id: str | None = None
+    created_from: datetime | None = None  # inclusive
+    created_to: datetime | None = None  # exclusive
+
+    def is_empty(self) -> bool:
+        return not (self.kinds or self.source_types or self.session_id or self.created_from or self.created_to)
+
+
+def memories_matching(*, tenant: Tenant, user: EndUser, criteria: MemoryCriteria) -> QuerySet[MemoryRecord]:
+    """The user's memories that match and are not deleted yet."""
+    qs = MemoryRecord.objects.for_tenant(tenant).filter(user=user).exclude(status=MemoryStatus.DELETED)
+    if criteria.kinds:
+        qs = qs.filter(kind__in=list(criteria.kinds))
+    if criteria.source_types:
+        qs = qs.filter(source_type__in=list(criteria.source_types))
+    if criteria.session_id:
+        qs = qs.filter(session_id=criteria.session_id)
+    if criteria.created_from:
+        qs = qs.filter(created_at__gte=criteria.created_from)
+    if criteria.created_to:
+        qs = qs.filter(created_at__lt=criteria.created_to)
     return qs
 
 

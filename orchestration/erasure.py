@@ -60,7 +60,7 @@ def _user_redis_keys(tenant_id, user_id, session_ids: list[str], message_ids: li
     """Every key this user can own, by name: each is built by Keys from the user's id and ids the database holds
     (sessions; messages not yet extracted, the only ones an extraction lock can be held for). Naming them costs one
     DEL per 500 keys, where a SCAN walks the whole keyspace whatever its MATCH says."""
-    keys = [Keys.memory_writes_lock(tenant_id, user_id)]
+    keys = [Keys.memory_writes_lock(tenant_id, user_id), Keys.import_backlog_flag(tenant_id, user_id)]
     for sid in session_ids:
         keys += [Keys.session_buffer(tenant_id, user_id, sid), Keys.anchor_fold_lock(tenant_id, user_id, sid),
                  Keys.anchor_queued_flag(tenant_id, user_id, sid)]

@@ -28,24 +28,35 @@ log = logging.getLogger(__name__)
 
 
 def messages_record(*, tenant, session_id, items: list[NewMessage],
-                    enqueue_extraction: bool = True) -> list[Message]:
+                    enqueue_extraction: bool = True, live: bool = True) -> list[Message]:
     """Store messages (atomically), then fan them out once the transaction commits.
 
     Messages of the roles extraction reads wait for it; enqueue_extraction=False leaves them waiting for a caller
-    that extracts them itself (an import that runs extraction in its own order)."""
+    that extracts them itself (an import that runs extraction in its own order). live=False: the session is closed
+    before the caller commits (imported history), so there is no buffer to append to, fold or link from."""
     from .tasks import message_extract_task
 
     with transaction.atomic():
         rows = messages_append(tenant=tenant, session_id=session_id, items=items, pending_roles=extracted_roles(tenant))
-        if rows:
+        if rows and (live or enqueue_extraction):
             tenant_id, user_id = str(tenant.pk), str(rows[0].session.user_id)
             enqueue = message_extract_task.delay if enqueue_extraction else None
             transaction.on_commit(lambda: _after_commit(tenant_id, user_id, str(rows[0].session_id), rows,
-                                                        enqueue=enqueue))
+                                                        enqueue=enqueue, live=live))
     return rows
 
 
-def _after_commit(tenant_id: str, user_id: str, session_id: str, rows: list[Message], *, enqueue) -> None:
+def _after_commit(tenant_id: str, user_id: str, session_id: str, rows: list[Message], *, enqueue,
+                  live: bool = True) -> None:
+    if live and not _live_fan_out(tenant_id, user_id, session_id, rows):
+        return
+    for row in rows if enqueue is not None else ():
+        if row.extracted_at is None:
+            enqueue(tenant_id, str(row.pk))
+
+
+def _live_fan_out(tenant_id: str, user_id: str, session_id: str, rows: list[Message]) -> bool:
+    """The open session's buffer, links and anchors; False when the session is gone."""
     result = None
     try:
         # The committed rows are handed over so the buffer need not read them back.
@@ -55,7 +66,7 @@ def _after_commit(tenant_id: str, user_id: str, session_id: str, rows: list[Mess
         log.warning("buffer append failed for session %s; the next read catches up from the database", session_id,
                     exc_info=True)
     except NotFound:  # the session was erased meanwhile
-        return
+        return False
     users = [r for r in rows if r.role == Message.Role.USER]
     if users and (result is None or result.turns <= len(users)):
         try:
@@ -68,9 +79,7 @@ def _after_commit(tenant_id: str, user_id: str, session_id: str, rows: list[Mess
                                  unanchored_turns=result.unanchored_turns, unanchored_tokens=result.unanchored_tokens)
         except Exception:  # folding is an optimisation of the context; the turn itself is safe in the database
             log.exception("folding turns of session %s failed", session_id)
-    for row in rows if enqueue is not None else ():
-        if row.extracted_at is None:
-            enqueue(tenant_id, str(row.pk))
+    return True
 
 
 def source_of(message: Message) -> SourceMessage:

@@ -10,12 +10,24 @@ from django.db import transaction
 
 from context.links import links_create_for_new_session
 from infra import clock
+from infra.errors import NotFound
 from sessions.models import Session
-from sessions.services import SessionOpened, session_close, session_close_row, session_open
+from sessions.selectors import access_session
+from sessions.services import (SessionOpened, session_close, session_close_row, session_open,
+                               session_open_imported)
 from tenants.models import EndUser, Tenant
 from webhooks.events import webhook_event_emit
 
 log = logging.getLogger(__name__)
+
+
+def access_user_session(*, tenant: Tenant, user: EndUser, session_id) -> Session:
+    """The user's session, for memory's API (which never imports the sessions app); one 404 for missing, another
+    tenant's and another user's."""
+    session = access_session(tenant=tenant, session_id=session_id)
+    if session.user_id != user.pk:
+        raise NotFound("Session not found.")
+    return session
 
 
 def _finish_after_commit(session: Session) -> None:
@@ -65,11 +77,23 @@ def session_start(*, tenant: Tenant, user: EndUser, title: str = "", external_id
     return opened.session, opened.created
 
 
-def session_end(*, tenant: Tenant, session_id, reason: str = "api", closed_at: datetime | None = None) -> Session:
-    """Close a session (idempotent); the first close enqueues its bridge."""
+def session_start_imported(*, tenant: Tenant, user: EndUser, opened_at: datetime, title: str = "",
+                           external_id: str | None = None) -> Session:
+    """Open a session of imported history (the open policy is not applied; the user's open session stays as it
+    is) and link it to the session before it; the caller appends its messages and closes it in its transaction."""
+    session = session_open_imported(tenant=tenant, user=user, opened_at=opened_at, title=title,
+                                    external_id=external_id)
+    _link_after_commit(session)
+    return session
+
+
+def session_end(*, tenant: Tenant, session_id, reason: str = "api", closed_at: datetime | None = None,
+                finish: bool = True) -> Session:
+    """Close a session (idempotent); the first close enqueues its bridge. finish=False leaves the bridge and the
+    rest of session_finish to a caller that paces them itself (an import: orchestration/imports.py)."""
     with transaction.atomic():
         session, won = session_close(tenant=tenant, session_id=session_id, reason=reason, closed_at=closed_at)
-        if won:
+        if won and finish:
             _finish_after_commit(session)
     return session
 

@@ -6,6 +6,7 @@ import logging
 
 import redis
 from celery import shared_task
+from django.conf import settings
 
 from context.bridge import bridge_write
 from context.buffer import buffer_delete
@@ -14,6 +15,8 @@ from infra.task_retry import RETRY_ON, retry_outages
 from sessions.models import Session
 
 from .erasure import tenant_erase, tenant_erasure_failed
+from .imports import IMPORT_CLOSE_REASON, import_job_advance, import_job_failed, imports_backlog_next, \
+    imports_backlog_work
 from .messages import message_extract, messages_pending_extraction
 from .sessions import sessions_close_idle
 
@@ -50,8 +53,10 @@ def session_finish(*, tenant_id, session_id):
         log.info("finishing session %s skipped: still open", session_id)
         return None
     bridge = bridge_write(session=session)
-    for mid in messages_pending_extraction(tenant_id=tenant_id, session_id=session_id,
-                                           limit=_MAX_EXTRACTION_ENQUEUE):
+    # An imported session's messages are extracted by its user's paced import backlog (orchestration/imports.py).
+    pending = [] if session.close_reason == IMPORT_CLOSE_REASON else messages_pending_extraction(
+        tenant_id=tenant_id, session_id=session_id, limit=_MAX_EXTRACTION_ENQUEUE)
+    for mid in pending:
         message_extract_task.delay(str(tenant_id), mid)  # idempotent per message
     try:
         buffer_delete(tenant_id=session.tenant_id, user_id=session.user_id, session_id=session.pk)
@@ -102,3 +107,42 @@ def tenant_erase_task(self, erasure_id: str) -> str:
     if erasure.state != erasure.State.DONE:
         tenant_erase_task.delay(erasure_id)
     return erasure.state
+
+
+IMPORT_MAX_RETRIES = 5
+
+
+@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
+             retry_jitter=True, max_retries=IMPORT_MAX_RETRIES)
+@retry_outages
+def conversations_import_task(self, tenant_id: str, job_id: str) -> str:
+    """Write a bounded chunk of an import job's export, then queue the next chunk until the job is done; the
+    progress is the job's cursor, so any run may repeat or resume after a crash."""
+    try:
+        run = import_job_advance(tenant_id=tenant_id, job_id=job_id,
+                                 max_messages=settings.CONTINUUM_IMPORT_CHUNK_MESSAGES)
+    except Exception as exc:
+        if self.request.retries >= IMPORT_MAX_RETRIES or not isinstance(exc, (AppError, *RETRY_ON)) \
+                or (isinstance(exc, AppError) and not exc.retryable):
+            import_job_failed(tenant_id=tenant_id, job_id=job_id, error=f"{exc.__class__.__name__}: {exc}")
+        raise
+    if run.job is None:
+        log.info("conversations_import_task: job %s is gone", job_id)
+        return "missing"
+    if run.more:
+        conversations_import_task.apply_async((tenant_id, job_id),
+                                              countdown=settings.CONTINUUM_IMPORT_CHUNK_PAUSE_SECONDS)
+    return run.job.status
+
+
+@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
+             retry_jitter=True, max_retries=EXTRACT_MAX_RETRIES)
+@retry_outages
+def imports_backlog_task(self, tenant_id: str, user_id: str) -> int:
+    """A bounded batch of the user's import backlog (bridges, then extraction), then the next batch after a pause;
+    one chain per user, so imported history never takes more than one worker slot (orchestration/imports.py)."""
+    result = imports_backlog_work(tenant_id=tenant_id, user_id=user_id,
+                                  limit=settings.CONTINUUM_IMPORT_BACKLOG_BATCH,
+                                  allow_llm_failure=self.request.retries >= EXTRACT_MAX_RETRIES)
+    imports_backlog_next(tenant_id=tenant_id, user_id=user_id, more=result.more)
+    return result.bridges + result.extracted

@@ -7,7 +7,7 @@ from django.utils.html import format_html, format_html_join
 from tenants.admin import (ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
                            admin_link, changelist_link)
 
-from .models import Message, Session, SessionLink, SummaryAnchor
+from .models import ImportJob, Message, Session, SessionLink, SummaryAnchor
 
 # The transcript shown on a session's page; longer sessions show their first turns and a count.
 TRANSCRIPT_LIMIT = 500
@@ -134,3 +134,25 @@ class MessageAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
     @admin.display(description="session")
     def session_link(self, obj):
         return admin_link(obj.session, f"{obj.session.title or obj.session_id} (turn #{obj.seq})")
+
+
+@admin.register(ImportJob)
+class ImportJobAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
+    """Bulk imports and their progress (the export itself is not shown: it is the users' conversations)."""
+
+    list_display = ("id", "tenant", "user", "format", "source", "status", "progress", "messages_created",
+                    "messages_skipped", "created_at", "finished_at")
+    list_filter = (ScopedTenantFilter, "status", "format", "source")
+    search_fields = ("id", "user__external_id", "file_name")
+    list_select_related = ("tenant", "user")
+    fields = readonly_fields = ("id", "tenant", "user", "format", "options", "source", "status", "file_name",
+                                "sessions_total", "messages_total", "position", "sessions_created",
+                                "messages_created", "messages_skipped", "error", "created_at", "started_at",
+                                "finished_at")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("payload")
+
+    @admin.display(description="messages consumed")
+    def progress(self, obj):
+        return f"{obj.position} / {obj.messages_total}"

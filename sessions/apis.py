@@ -12,8 +12,10 @@ from infra.pagination import paginate
 from infra.serializer_fields import JsonObjectField, StrictCharField
 from tenants.selectors import access_end_user
 
+from . import import_formats
 from .models import Message
-from .selectors import access_session, message_list, session_list
+from .selectors import access_import_job, access_session, message_list, session_list
+from orchestration.imports import import_job_create, imports_backlog_pending
 from orchestration.messages import messages_record
 from orchestration.sessions import session_end, session_start
 
@@ -148,3 +150,68 @@ class SessionMessagesApi(APIView):
         tenant = request.user.tenant
         session = access_session(tenant=tenant, session_id=session_id)
         return paginate(self, request, message_list(tenant=tenant, session=session), MessageOutput, ordering="seq")
+
+
+class ImportJobOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    user_id = serializers.UUIDField()
+    format = serializers.CharField()
+    source = serializers.CharField()
+    status = serializers.CharField()
+    sessions_total = serializers.IntegerField()
+    messages_total = serializers.IntegerField()
+    position = serializers.IntegerField(help_text="Messages of the export already stored or found stored.")
+    sessions_created = serializers.IntegerField()
+    messages_created = serializers.IntegerField()
+    messages_skipped = serializers.IntegerField(help_text="Messages found already stored (by external id).")
+    error = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    backlog = inline_serializer("ImportBacklog", {"bridges": serializers.IntegerField(),
+                                                  "extractions": serializers.IntegerField()},
+                                help_text="The user's imported sessions still without a bridge and imported messages "
+                                          "not yet extracted (paced behind live turns).")
+
+
+def _import_job_data(job) -> dict:
+    job.backlog = imports_backlog_pending(tenant_id=job.tenant_id, user_id=job.user_id)
+    return ImportJobOutput(job).data
+
+
+class UserImportApi(APIView):
+    # The body is the export file itself, read raw and validated as a stream: no JSON parser builds it whole.
+    parser_classes = []
+
+    @extend_schema(
+        operation_id="users_import",
+        # Not `format`: DRF reads that query parameter as the response's renderer.
+        parameters=[OpenApiParameter("export_format", str, enum=list(import_formats.FORMATS), required=True),
+                    OpenApiParameter("speaker", str, description="LoCoMo: whose turns are the user's (speaker_a, "
+                                                                 "speaker_b or a name; default speaker_a)")],
+        request={"application/json": {"oneOf": [
+            {"type": "array", "items": {"type": "object"}, "description": "conversations (or LoCoMo samples)"},
+            {"type": "object", "description": "one conversation, or {\"conversations\": [...]}"}]}},
+        responses={202: ImportJobOutput},
+        description="Import a conversation export (LoCoMo-style dated sessions, or OpenAI-style lists of "
+                    "{role, content} messages) for the user. Answers 202 with the job; poll its URL.")
+    def post(self, request, user_id):
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=user_id)
+        fmt = import_formats.format_check(request.query_params.get("export_format"))
+        speaker = request.query_params.get("speaker", "")[:255]
+        stream = request.stream
+        # The middleware refused bodies over the import limit; Django's smaller one does not apply to this route.
+        payload = stream.read() if stream is not None else b""
+        job = import_job_create(tenant=tenant, user=user, fmt=fmt, payload=payload, speaker=speaker)
+        response = Response(_import_job_data(job), status=status.HTTP_202_ACCEPTED)
+        response["Location"] = f"/api/v1/users/{user.pk}/imports/{job.pk}"
+        return response
+
+
+class UserImportDetailApi(APIView):
+    @extend_schema(responses={200: ImportJobOutput}, operation_id="users_imports_get")
+    def get(self, request, user_id, job_id):
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=user_id)
+        return Response(_import_job_data(access_import_job(tenant=tenant, user=user, job_id=job_id)))

@@ -72,6 +72,25 @@ def session_open(*, tenant: Tenant, user: EndUser, title: str = "", external_id:
     return SessionOpened(session, True, closed)
 
 
+def session_open_imported(*, tenant: Tenant, user: EndUser, opened_at: datetime, title: str = "",
+                          external_id: str | None = None) -> Session:
+    """Open a session of imported history; call inside the transaction that appends its messages and closes it.
+
+    The tenant's open policy is not applied: an import must neither close nor return the session the user has
+    open now. Its previous session is the latest one opened before it, so history keeps its order. Because the
+    caller closes it before committing, no other transaction ever sees it open (the idle job, an append).
+    """
+    previous = (Session.objects.for_tenant(tenant).filter(user=user, opened_at__lt=opened_at)
+                .order_by("-opened_at").first())
+    try:
+        with transaction.atomic():
+            return Session.objects.create(tenant=tenant, user=user, title=title[:255], external_id=external_id,
+                                          previous=previous, opened_at=opened_at, last_activity_at=opened_at)
+    except IntegrityError:
+        raise Conflict(f"A session with external_id '{external_id}' already exists for this user.",
+                       code="session_exists")
+
+
 def session_close_row(*, tenant: Tenant, session: Session, reason: str, closed_at: datetime | None = None) -> bool:
     """Flip open→closed with a conditional UPDATE; True for the one caller that closed it."""
     return bool(Session.objects.for_tenant(tenant).filter(pk=session.pk, state=Session.State.OPEN).update(

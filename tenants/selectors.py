@@ -32,3 +32,25 @@ def access_end_user(*, tenant: Tenant, user_id) -> EndUser:
 
 def end_user_by_external_id(*, tenant: Tenant, external_id: str) -> EndUser | None:
     return EndUser.objects.for_tenant(tenant).filter(external_id=external_id).first()
+
+
+def tenant_by_ref(ref: str) -> Tenant | None:
+    """A tenant named by slug or id (operators' commands)."""
+    tenant = Tenant.objects.filter(slug=ref).first()
+    if tenant is None:
+        try:
+            tenant = Tenant.objects.filter(pk=uuid.UUID(str(ref))).first()
+        except ValueError:
+            return None
+    return tenant
+
+
+def end_user_by_ref(*, tenant: Tenant, ref: str) -> EndUser | None:
+    """The tenant's end user named by id or external id (operators' commands)."""
+    user = end_user_by_external_id(tenant=tenant, external_id=ref)
+    if user is None:
+        try:
+            user = EndUser.objects.for_tenant(tenant).filter(pk=uuid.UUID(str(ref))).first()
+        except ValueError:
+            return None
+    return user

@@ -99,6 +99,17 @@ WHITENOISE_USE_FINDERS = True
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("CONTINUUM_MAX_BODY_BYTES", default=1_048_576)
 CONTINUUM_MAX_MESSAGE_CHARS = env.int("CONTINUUM_MAX_MESSAGE_CHARS", default=32_000)
 CONTINUUM_MAX_BATCH = env.int("CONTINUUM_MAX_BATCH", default=500)
+# Bulk import (orchestration/imports.py). The import endpoint takes bodies up to this size (larger files go through
+# `manage.py import_conversations`); each run of the import task writes about this many messages, then queues the
+# next run after the pause.
+CONTINUUM_IMPORT_MAX_BODY_BYTES = env.int("CONTINUUM_IMPORT_MAX_BODY_BYTES", default=10_485_760)
+CONTINUUM_IMPORT_CHUNK_MESSAGES = env.int("CONTINUUM_IMPORT_CHUNK_MESSAGES", default=2000)
+CONTINUUM_IMPORT_CHUNK_PAUSE_SECONDS = env.float("CONTINUUM_IMPORT_CHUNK_PAUSE_SECONDS", default=0.5)
+# Imported sessions' bridges and messages' extraction: this many per run of a user's backlog chain, then a pause.
+CONTINUUM_IMPORT_BACKLOG_BATCH = env.int("CONTINUUM_IMPORT_BACKLOG_BATCH", default=20)
+CONTINUUM_IMPORT_BACKLOG_PAUSE_SECONDS = env.float("CONTINUUM_IMPORT_BACKLOG_PAUSE_SECONDS", default=1.0)
+# Memories one bulk-delete call changes at most (a caller with more to delete calls again).
+CONTINUUM_BULK_DELETE_MAX = env.int("CONTINUUM_BULK_DELETE_MAX", default=500)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["tenants.authentication.TenantApiKeyAuthentication"],
@@ -252,7 +263,9 @@ CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=240
 CELERY_VISIBILITY_TIMEOUT = env.int("CELERY_VISIBILITY_TIMEOUT", default=3600)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_QUEUES = [Queue("default"), Queue("llm"), Queue("maintenance")]
+# `bulk` carries imported history's work (orchestration/imports.py): its own one-slot worker in server mode,
+# consumed last by the embedded worker.
+CELERY_TASK_QUEUES = [Queue("default"), Queue("llm"), Queue("maintenance"), Queue("bulk")]
 CELERY_TASK_ROUTES = {
     "orchestration.tasks.message_extract_task": {"queue": "llm"},
     "orchestration.tasks.session_finish_task": {"queue": "llm"},
@@ -261,6 +274,8 @@ CELERY_TASK_ROUTES = {
     "context.tasks.buffers_compact_task": {"queue": "maintenance"},
     "orchestration.tasks.sessions_close_idle_task": {"queue": "maintenance"},
     "orchestration.tasks.tenant_erase_task": {"queue": "maintenance"},
+    "orchestration.tasks.conversations_import_task": {"queue": "bulk"},
+    "orchestration.tasks.imports_backlog_task": {"queue": "bulk"},
 }
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_EAGER_PROPAGATES = True

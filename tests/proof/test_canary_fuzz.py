@@ -33,7 +33,7 @@ CANARY_RE = re.compile(r"cnry(\d)(\d)[a-z]{6}")
 JUNK_IDS = ["", " ", "*", "%2A", "%", "_", "..", ".", "null", "None", "undefined", "0", "-1", "true", "[]", "{}",
             "' OR '1'='1", "1 OR 1=1", "%00", "%25", str(uuid.UUID(int=0)), "ffffffff-ffff-ffff-ffff-ffffffffffff",
             str(uuid.uuid4()), str(uuid.uuid4()), "a" * 300]
-ID_PARAMETERS = {"user_id", "session_id", "memory_id", "webhook_id"}
+ID_PARAMETERS = {"user_id", "session_id", "memory_id", "webhook_id", "job_id"}
 LLM_URL = "http://llm.test/v1"
 
 
@@ -69,6 +69,7 @@ class World:
         self.memories = {}  # (i, j) -> [memory ids]
         self.messages = {}  # (i, j) -> [message ids]
         self.webhooks = {}  # (i, j) -> [webhook endpoint ids]
+        self.jobs = {}  # (i, j) -> [import job ids]
         self.staff = {}  # i -> staff User
 
 
@@ -127,6 +128,11 @@ def _build_world(make_tenant, django_user_model) -> World:
 
             world.memories[(i, j)] = [str(pk) for pk in MemoryRecord.objects.unscoped().filter(user=user)
                                       .values_list("pk", flat=True)]
+            from sessions.models import ImportJob
+
+            job = ImportJob.objects.create(tenant=tenant, user=user, format="openai", status="done",
+                                           file_name=f"export {c}.json")
+            world.jobs[(i, j)] = [str(job.pk)]
             assert record and str(record.pk) in world.memories[(i, j)]
     return world
 
@@ -243,7 +249,7 @@ def _id_pool(world: World, name: str, caller: int) -> list[tuple[str, tuple | No
     out = []
     for key, user in world.users.items():
         ids = {"user_id": [str(user.pk)], "session_id": world.sessions[key], "memory_id": world.memories[key],
-               "webhook_id": world.webhooks[key]}[name]
+               "webhook_id": world.webhooks[key], "job_id": world.jobs[key]}[name]
         for value in ids:
             spellings = _variants(value) if key[0] != caller else [value]
             out += [(v, key) for v in spellings]
@@ -379,7 +385,7 @@ def _fuzz_admin(world: World, tally: Tally, rng: random.Random):
         foreign_canaries = [c for key, c in world.canary.items() if key[0] != caller]
         foreign_ids = [v for key in world.users if key[0] != caller
                        for v in [str(world.users[key].pk), *world.sessions[key], *world.memories[key],
-                                 *world.messages[key], *world.webhooks[key], str(world.tenants[key[0]].pk)]]
+                                 *world.messages[key], *world.webhooks[key], *world.jobs[key], str(world.tenants[key[0]].pk)]]
         for model, model_admin in admin.site._registry.items():
             base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
             label = f"admin {model._meta.label}"

@@ -245,7 +245,7 @@ def _task_arguments(name: str, task, world: dict) -> dict:
     taught here rather than silently skipped."""
     known = {"message_id": world["message_id"], "session_id": world["session_id"], "tenant_id": world["tenant_id"],
              "memory_ids": world["memory_ids"], "at": world["at"], "erasure_id": world["erasure_id"],
-             "delivery_id": world["delivery_id"]}
+             "delivery_id": world["delivery_id"], "job_id": world["job_id"], "user_id": world["user_id"]}
     kwargs = {}
     for p in list(inspect.signature(task.run).parameters.values()):
         if p.name in ("self", "args", "kwargs") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -307,9 +307,17 @@ def _world_for_tasks(alice, alice_user, settings) -> dict:
     # Due at the tasks' clock (T0), and overdue for the sweep.
     deliveries = WebhookDelivery.objects.for_tenant(alice)
     deliveries.update(next_attempt_at=T0 - timedelta(minutes=5))
+    # An import waiting for its task, whose backlog (a bridge, two extractions) fits in one run of its chain.
+    from orchestration.imports import import_job_create
+
+    export = [{"id": "old-chat", "messages": [
+        {"role": "user", "content": "I prefer window seats on trains.", "created_at": "2023-01-05T10:00:00Z"},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "My cat is called Miso."}]}]
+    job = import_job_create(tenant=alice, user=alice_user, fmt="openai", payload=json.dumps(export).encode())
     return {"message_id": str(rows[0].pk), "session_id": str(closed.pk), "tenant_id": str(alice.pk),
             "memory_ids": ids[:4], "at": T0.isoformat(), "erasure_id": str(erasure.pk),
-            "delivery_id": deliveries.order_by("id").first().pk}
+            "delivery_id": deliveries.order_by("id").first().pk, "job_id": str(job.pk), "user_id": str(alice_user.pk)}
 
 
 def test_every_task_delivered_twice_changes_nothing_the_second_time(alice, alice_user, broker, settings):

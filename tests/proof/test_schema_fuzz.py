@@ -40,6 +40,7 @@ CONFORMANCE = [status_code_conformance, content_type_conformance, response_schem
 @pytest.fixture
 def world(make_tenant):
     """One tenant with real objects, so fuzzed ids sometimes name something that exists."""
+    from sessions.models import ImportJob
     from sessions.services import NewMessage
     from orchestration.sessions import session_start
     from orchestration.messages import messages_record
@@ -57,6 +58,8 @@ def world(make_tenant):
         ids["user_id"].append(str(user.id))
         ids["session_id"].append(str(session.id))
         ids["message_id"].extend(str(m.id) for m in rows)
+        job = ImportJob.objects.create(tenant=tenant, user=user, format="openai", status="done")
+        ids["job_id"].append(str(job.id))
     from webhooks.services import webhook_endpoint_create
 
     for n in range(2):
