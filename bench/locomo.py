@@ -54,6 +54,9 @@ def _args(argv=None):
     p.add_argument("--shape", choices=("two-users", "assistant"), default="two-users",
                    help="two-users: each speaker an end user (the protocol of the published figures); assistant: "
                         "the product's shape, the first speaker the user and the other the assistant")
+    p.add_argument("--drop-assistant-turns", action="store_true",
+                   help="with --shape assistant: keep only the user's words (what the product did before it kept "
+                        "the assistant's turns), for a side-by-side figure")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch CPU threads (more threads than idle cores make one short query ~20x slower)")
     return p.parse_args(argv)
@@ -247,7 +250,7 @@ def main(argv=None) -> dict:
         # "what the assistant said" would store every turn twice, so this tenant keeps users' words only.
         tenant = tenant_create(name="LoCoMo bench", slug=f"locomo-{uuid.uuid4().hex[:6]}",
                                memory_ttl_days={"event": None, "goal": None},
-                               remember_assistant_turns=args.shape == "assistant")
+                               remember_assistant_turns=args.shape == "assistant" and not args.drop_assistant_turns)
         t0 = time.perf_counter()
         users_by_sample = {}
         for sample in data:
@@ -387,7 +390,7 @@ def main(argv=None) -> dict:
         "conversations": len(data),
         "questions": questions,
         "llm": bool(args.use_llm),
-        "shape": args.shape,
+        "shape": args.shape + (" (assistant turns dropped)" if args.drop_assistant_turns else ""),
         "memories": total_memories,
         "memories_with_provenance": with_provenance,
         "import_seconds": round(import_seconds, 1),

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from infra.sentences import sentence_spans, sentences
+from infra.sentences import sentence_spans
 
 # Words that carry no memory-worthy content on their own: greetings, thanks, acknowledgements, praise, farewells.
 _FILLER = frozenset("""
