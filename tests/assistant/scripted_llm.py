@@ -89,7 +89,8 @@ class ScriptedLLM:
         fmt = body["response_format"].get("json_schema", {})
         if fmt.get("name") == "memory_query":
             query = body["messages"][-1]["content"].splitlines()[0]
-            return httpx.Response(200, json=_completion({"content": json.dumps({"query": query})}, self.model))
+            return httpx.Response(200, json=_completion({"content": json.dumps({"query": query, "parts": []})},
+                                                        self.model))
         return httpx.Response(503, json={"error": {"message": "not scripted", "type": "server_error"}})
 
     def __call__(self, request: httpx.Request) -> httpx.Response:

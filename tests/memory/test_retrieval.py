@@ -209,7 +209,8 @@ def test_llm_rewrites_the_query_when_configured_and_failure_falls_back(alice, al
     kept = memory_create(tenant=alice, user=alice_user, kind="preference", text="Ada prefers aisle seats.")
     answer = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
               "choices": [{"index": 0, "finish_reason": "stop",
-                           "message": {"role": "assistant", "content": json.dumps({"query": "aisle seat preference"})}}]}
+                           "message": {"role": "assistant",
+                                       "content": json.dumps({"query": "aisle seat preference", "parts": []})}}]}
     with respx.mock() as mock:
         route = mock.post("http://llm.test/v1/chat/completions").mock(
             side_effect=[httpx.Response(200, json=answer), httpx.ConnectError("down")])
@@ -219,6 +220,39 @@ def test_llm_rewrites_the_query_when_configured_and_failure_falls_back(alice, al
     sent = json.loads(route.calls[0].request.content)["messages"][1]["content"]
     assert "book it like last time" in sent and "Flight to Newark" in sent
     assert first[0].memory_id == str(kept.pk) and second[0].memory_id == str(kept.pk)
+
+
+def test_a_question_the_model_splits_into_parts_finds_the_best_memory_of_each_part(alice, alice_user, settings):
+    import json
+
+    import httpx
+    import respx
+
+    alice.memory_ttl_days = {"event": None}
+    alice.save()
+    sights = ["the castle", "the tram 28 line", "the Belem tower", "the tile museum", "the cathedral",
+              "the LX factory market", "the botanical garden", "the aquarium", "the fado house in Alfama",
+              "the Gulbenkian museum", "the Time Out market", "the Jeronimos monastery"]
+    record_turns(alice, alice_user, [("user", f"On the trip, when we got to Lisbon we saw {sight}.") for sight in sights]
+                 + [("user", "We flew to Lisbon on the third of June."),
+                    ("user", "In Porto I bought a blue ceramic jug for my mother.")])
+    question = "When did we get to Lisbon on the trip, and what did I buy in Porto?"
+    plain = memory_retrieve(tenant=alice, user=alice_user, query=question, k=3)
+
+    settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_MAX_RETRIES = "http://llm.test/v1", "m", 0
+    settings.MEMORY_QUERY_REWRITE = True
+    plan = {"query": "trip to Lisbon and Porto", "parts": ["flew to Lisbon", "bought in Porto"]}
+    answer = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+              "choices": [{"index": 0, "finish_reason": "stop",
+                           "message": {"role": "assistant", "content": json.dumps(plan)}}]}
+    with respx.mock() as mock:
+        route = mock.post("http://llm.test/v1/chat/completions").mock(return_value=httpx.Response(200, json=answer))
+        split = memory_retrieve(tenant=alice, user=alice_user, query=question, k=3)
+    assert route.call_count == 1
+    jug = "In Porto I bought a blue ceramic jug"
+    # The whole question reads like the many trip notes, which crowd both answers out; each part brings its own in.
+    assert not any(jug in m.text for m in plain) or not any("third of June" in m.text for m in plain)
+    assert any(jug in m.text for m in split) and any("third of June" in m.text for m in split)
 
 
 def test_an_embedder_that_fails_or_cannot_load_is_a_service_unavailable(alice, alice_user, world, monkeypatch):
