@@ -2,17 +2,21 @@
 neighbour expansion under a token budget, and provenance.
 
 How a query is answered, and why:
-1. The query is the new input plus the current goal (rewritten by the LLM when one is configured).
+1. The query is the new input plus the current goal. With an LLM configured it is rewritten, and a question that
+   needs several separate facts is also split into parts, each searched on its own (query_plan).
 2. Dense and BM25 candidates are fetched separately for each user in scope (the store adds tenant and user to
    every filter; only active, unexpired memories). Keeping the two lists apart lets us fuse on scores rather
    than ranks: each list is standardised (z-scores over what it returned) and the two are added, so a hit that
-   both retrievers like clearly beats one that only one of them ranks first.
+   both retrievers like clearly beats one that only one of them ranks first. With parts, each search is fused on
+   its own and a candidate keeps its best.
 3. Topic locality: turns of a conversation about the matching topic are relevant together, so each candidate
    also gets the mean score of the best candidates of its own session (a session prior).
 4. Small, bounded adjustments for recency, confidence, importance and access count; then one memory per source
-   turn (its event and the facts drawn from it say the same thing), best first until k or the token budget.
-5. With a token budget, the strongest episodic hits are shown with the turns right before and after them (what
-   was asked, what was answered) when that still fits: those turns often hold the answer.
+   turn (its event and the facts drawn from it say the same thing; a long message's passages are parts of it and
+   may each come back), best first until k or the token budget.
+5. The budget counts what the model reads (memory/rendering.py): each memory's line with its resolved dates and
+   its session heading when it opens one. The strongest episodic hits are shown with the turns right before and
+   after them (what was asked, what was answered) when that still fits: those turns often hold the answer.
 """
 from __future__ import annotations
 
