@@ -84,10 +84,12 @@ def test_openai_export_keeps_ids_and_timestamps_and_leaves_blank_messages_out(al
     assert got[1] == ("m2", "Lovely. For how long?", datetime(2024, 3, 1, 9, 0, 10, tzinfo=timezone.utc))
     # None given: a second after the message before it in the file (the blank one).
     assert got[2][2] == datetime(2024, 3, 1, 9, 0, 12, tzinfo=timezone.utc)
-    # Only the user's words wait for extraction (the roles extraction reads), as for live messages.
+    # The user's and the assistant's words wait for extraction (the roles extraction reads), as for live messages;
+    # a tenant that keeps only users' words leaves the assistant's out.
     pending = set(Message.objects.for_tenant(alice).filter(extracted_at__isnull=True).values_list("external_id",
                                                                                                   flat=True))
-    assert pending == {"conversation-1:2", "m1", "m4"}
+    assistant = set(Message.objects.for_tenant(alice).filter(role="assistant").values_list("external_id", flat=True))
+    assert assistant and pending == {"conversation-1:2", "m1", "m4"} | assistant
 
 
 def test_reimport_of_the_same_export_writes_nothing_twice(alice, alice_user, eager, no_backlog):
@@ -271,6 +273,8 @@ def test_imported_sessions_get_their_bridges_and_extraction_from_the_paced_backl
 
 
 def test_the_backlog_works_in_bounded_batches_oldest_first(alice, alice_user, eager, no_backlog):
+    alice.remember_assistant_turns = False  # the users' words alone: six extractions to batch
+    alice.save()
     _import(alice, alice_user, "openai", [openai_conversation("b", 6, created_at="2024-02-01T00:00:00Z"),
                                           openai_conversation("a", 6)])
     assert imports_backlog_pending(tenant_id=alice.pk, user_id=alice_user.pk) == {"bridges": 2, "extractions": 6}
