@@ -55,15 +55,13 @@ def memory_line(m) -> str:
     return line
 
 
-def _sort_key(m) -> tuple:
-    created = m.created_at
-    return (created is None, created or datetime.min, m.memory_id)
-
-
 def memories_block(memories: list, *, clean=lambda s: s) -> str:
-    """The memories grouped under their headings, oldest group first. `clean` strips markup from shown text."""
+    """The memories grouped under their headings, oldest group first, in the order said (the better ranked first
+    when two have one time). `clean` strips markup from shown text."""
     groups: dict[tuple, list] = {}
-    for m in sorted(memories, key=_sort_key):
+    ordered = sorted(enumerate(memories), key=lambda im: (im[1].created_at is None,
+                                                          im[1].created_at or datetime.min, im[0]))
+    for _, m in ordered:
         groups.setdefault(group_key(m), []).append(m)
     lines = []
     for members in groups.values():

@@ -94,12 +94,16 @@ def test_closing_finishes_extraction_and_drops_the_buffer(alice, alice_session, 
     from infra.redis_client import Keys, get_redis
 
     flight_chat(alice, alice_session)
+    messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
+                    items=[NewMessage(role="system", content="Answer briefly.")])
     buffer_get(**ids(alice_session))
     session_end(tenant=alice, session_id=alice_session.pk)
     _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
-    # The user's messages go to extraction; the others are stored already marked extracted, with no task.
-    assert sorted(extract_calls) == sorted(str(m.pk) for m in alice_session.messages.filter(role="user"))
-    others = alice_session.messages.exclude(role="user")
+    # The user's and the assistant's messages go to extraction; the others (a system message) are stored already
+    # marked extracted, with no task.
+    said = alice_session.messages.filter(role__in=("user", "assistant"))
+    assert sorted(extract_calls) == sorted(str(m.pk) for m in said)
+    others = alice_session.messages.exclude(role__in=("user", "assistant"))
     assert others.exists() and not others.filter(extracted_at__isnull=True).exists()
     assert not get_redis().exists(Keys.session_buffer(alice.pk, alice_session.user_id, alice_session.pk))
 
@@ -186,7 +190,7 @@ def test_close_writes_the_bridge_through_a_real_worker(alice, alice_client, alic
     assert wait_for(lambda: BridgeSummary.objects.unscoped().filter(session_id=alice_session.pk).exists())
     bridge = BridgeSummary.objects.unscoped().get(session_id=alice_session.pk)
     assert bridge.text.startswith("Goal: I need a flight from SFO to NYC")
-    assert wait_for(lambda: len(extract_calls) == 3)  # the user's three messages; the assistant's need none
+    assert wait_for(lambda: len(extract_calls) == 6)  # the user's three messages and the assistant's three
     # closing again is idempotent and enqueues nothing new
     assert alice_client.post(f"/api/v1/sessions/{alice_session.pk}/close").status_code == 200
     time.sleep(0.5)
@@ -222,7 +226,8 @@ def test_a_task_failing_after_partial_work_is_retried_into_one_bridge(alice, ali
     monkeypatch.setattr(tasks_mod, "messages_pending_extraction", crash_once)
     flight_chat(alice, alice_session)
     session_end(tenant=alice, session_id=alice_session.pk)
-    assert wait_for(lambda: len(attempts) >= 2 and len(extract_calls) == 3, timeout=40), attempts  # user messages
+    # the user's and the assistant's messages
+    assert wait_for(lambda: len(attempts) >= 2 and len(extract_calls) == 6, timeout=40), attempts
     assert attempts[:2] == [1, 1]  # the bridge existed when the first attempt died, and the retry reused it
     assert BridgeSummary.objects.unscoped().filter(session_id=alice_session.pk).count() == 1
     assert Session.objects.unscoped().get(pk=alice_session.pk).state == "closed"

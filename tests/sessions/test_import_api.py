@@ -38,7 +38,8 @@ def test_import_answers_202_with_a_job_that_polls_to_done(alice_client, alice_us
     assert polled.status_code == 200
     body = polled.json()
     assert (body["status"], body["position"], body["messages_created"], body["sessions_created"]) == ("done", 5, 5, 2)
-    assert body["backlog"] == {"bridges": 2, "extractions": 3}  # the recorded chain would work these off
+    # The recorded chain would work these off: the user's three turns and the assistant's two.
+    assert body["backlog"] == {"bridges": 2, "extractions": 5}
     assert sorted(Message.objects.unscoped().filter(session__user=alice_user).values_list("external_id", flat=True)) \
         == ["D1:1", "D1:2", "D1:3", "D2:1", "D2:2"]
 
