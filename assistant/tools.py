@@ -131,6 +131,10 @@ def _remember(ctx: ToolContext, args: dict) -> dict:
     said_in = _user_message_quoting(ctx, quote) if quote else None
     source_type = "user_stated" if said_in is not None else "inferred"
     subject, value = _text(args, "subject", required=False), _text(args, "value", required=False)
+    if subject and (not _normalized(value) or _normalized(value) not in _normalized(text)):
+        # A new value for a subject supersedes the old one, so a slot the memory does not itself state (a value
+        # copied from elsewhere, or none) is dropped: the memory is kept, and replaces nothing.
+        subject = value = ""
     try:
         record, outcome = memory_remember(
             tenant=ctx.tenant, user=ctx.user, kind=kind, text=text, source_type=source_type,
@@ -217,9 +221,9 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
          _schema({"text": {"type": "string", "description": "The memory as one short sentence about the user."},
                   "kind": {"type": "string", "enum": list(MEMORY_KINDS)},
                   "quote": {"type": "string", "description": "The user's own words that state it, verbatim."},
-                  "subject": {"type": "string", "description": "What it is about, for facts that can change "
-                                                               "(e.g. 'destination'); a new value replaces the old."},
-                  "value": {"type": "string", "description": "The value for that subject (e.g. 'Newark')."}},
+                  "subject": {"type": "string", "description": "For a fact that can change: what it is about, "
+                                                               "in a word or two; a new value replaces the old."},
+                  "value": {"type": "string", "description": "That subject's value, as the text states it."}},
                  ["text", "kind"]),
          _remember),
     Tool("forget", "Delete one of this user's memories, by the id recall returned, when the user asks to forget it "

@@ -9,7 +9,7 @@ from typing import Callable
 from django.conf import settings
 
 from infra.errors import LLMNotConfigured, ValidationFailed
-from infra.llm import llm_configured
+from infra.llm import llm_configured, llm_priority
 from infra.quotas import input_tokens_check, quota_charge_tokens
 from infra.tokens import truncate_to_tokens
 from context.buffer import buffer_record_tool
@@ -50,8 +50,8 @@ class TurnResult:
 ASSISTANT_GUIDANCE = (
     "Tools: recall searches what is remembered about this user from earlier sessions; remember stores a durable "
     "fact or preference (pass the user's exact words as quote when they said it); forget deletes a memory the user "
-    "wants gone; set_goal, complete_subgoal and update_notes keep track of this session's work. When you rely on a "
-    "remembered fact, say where it came from (\"you told me on 3 May...\").")
+    "wants gone; set_goal, complete_subgoal and update_notes keep track of this session's work. Call a tool only "
+    "when the context does not already hold what you need.")
 CLIENT_SYSTEM_TOKENS = 1_000
 
 
@@ -122,24 +122,28 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     tools = tool_definitions()
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
     ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools,
-                       system_prompt=_system_prompt(client_system), rewrite_query=False)
+                       system_prompt=_system_prompt(client_system), rewrite_query=False, prompt_apart=True)
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
     # sent); what the loop adds on top is charged once it is known.
     quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)
-    user_message = _recorded_input(tenant=tenant, session=session, text=text) if ctx.echoed else None
-    if user_message is None:
-        user_message = messages_record(tenant=tenant, session_id=session.pk,
-                                       items=[NewMessage(role="user", content=text)])[0]
-    recorded.append(user_message)
+    # The whole turn counts as a user's call for the model's priority gate, not each call alone: background work
+    # (the extraction that recording the input enqueues, above all) would otherwise start in the gaps between the
+    # loop's calls and share the model server's cores with the rest of the turn.
+    with llm_priority("turn", seconds=settings.ASSISTANT_WALL_CLOCK_SECONDS):
+        user_message = _recorded_input(tenant=tenant, session=session, text=text) if ctx.echoed else None
+        if user_message is None:
+            user_message = messages_record(tenant=tenant, session_id=session.pk,
+                                           items=[NewMessage(role="user", content=text)])[0]
+        recorded.append(user_message)
 
-    tools_ctx = ToolContext(tenant=tenant, user=session.user, session=session, user_message=user_message,
-                            goal=ctx.goal or session.goal or "")
-    loop = react_run(messages=ctx.messages, tools=tools,
-                     execute=lambda name, args: tool_execute(tools_ctx, name, args), model=model,
-                     # A caller may ask for fewer steps than the deployment allows, never more.
-                     limits=LoopLimits.from_settings(max_steps=min(max_steps or settings.ASSISTANT_MAX_STEPS,
-                                                                   settings.ASSISTANT_MAX_STEPS)),
-                     on_delta=on_delta, cancel=cancel, describe=outcome_summary)
+        tools_ctx = ToolContext(tenant=tenant, user=session.user, session=session, user_message=user_message,
+                                goal=ctx.goal or session.goal or "")
+        loop = react_run(messages=ctx.messages, tools=tools,
+                         execute=lambda name, args: tool_execute(tools_ctx, name, args), model=model,
+                         # A caller may ask for fewer steps than the deployment allows, never more.
+                         limits=LoopLimits.from_settings(max_steps=min(max_steps or settings.ASSISTANT_MAX_STEPS,
+                                                                       settings.ASSISTANT_MAX_STEPS)),
+                         on_delta=on_delta, cancel=cancel, describe=outcome_summary)
 
     spent = loop.usage.get("prompt_tokens", 0) + loop.usage.get("completion_tokens", 0)
     quota_charge_tokens(tenant=tenant, tokens=spent - ctx.total_tokens, enforce=False)

@@ -245,9 +245,13 @@ def memory_query(new_input: str, buf: Buffer) -> str:
 
 def context_compose(*, tenant, session, new_input: str, budget=None, tools: list[dict] | None = None,
                     system_prompt: str | None = None, buffer: Buffer | None = None, memories: list | None = None,
-                    memory_status: str = "ok") -> TurnContext:
+                    memory_status: str = "ok", prompt_apart: bool = False) -> TurnContext:
     """The model's messages for the session's next turn from its buffer, its linked bridges and the memories
-    retrieved for it (orchestration.context finds those). Redis errors propagate (the API answers 503)."""
+    retrieved for it (orchestration.context finds those). Redis errors propagate (the API answers 503).
+
+    prompt_apart=True puts the system prompt in a message of its own, ahead of a second system message with the
+    context sections: the prompt (and the tool definitions a chat template renders after it) is then the same
+    prefix on every call, which a model server's prompt cache reuses instead of reading it again each turn."""
     plan = as_budget(budget)
     new_input = new_input or ""
     tools = list(tools or [])
@@ -296,8 +300,14 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
     input_text = new_input
 
     def assemble() -> list[dict]:
-        system = "\n\n".join(values[s].text for s in _CONTEXT_SECTIONS if values[s].text)
-        msgs = [{"role": "system", "content": system}] if system else []
+        texts = [values[s].text for s in _CONTEXT_SECTIONS if values[s].text]
+        if prompt_apart and values["system"].text:
+            context = "\n\n".join(texts[1:])
+            msgs = [{"role": "system", "content": texts[0]}] + ([{"role": "system", "content": context}]
+                                                                 if context else [])
+        else:
+            system = "\n\n".join(texts)
+            msgs = [{"role": "system", "content": system}] if system else []
         msgs += values["recent"].messages
         if input_text:
             msgs.append({"role": "user", "content": input_text})

@@ -77,8 +77,8 @@ def _gate_redis():
 
 
 @contextlib.contextmanager
-def llm_priority(kind: str):
-    """Around one model call: a user's calls go first, background calls wait for them.
+def llm_priority(kind: str, *, seconds: float | None = None):
+    """Around one model call (or a whole turn of them): a user's calls go first, background calls wait for them.
 
     A local CPU model serves a few requests at a time and shares its cores between them, so background extraction
     running beside (or queued ahead of) a turn makes the user wait minutes. With LLM_BACKGROUND_CONCURRENCY > 0,
@@ -86,6 +86,7 @@ def llm_priority(kind: str):
     background call waits while any is in flight (at most LLM_BACKGROUND_HOLD_SECONDS, so a busy chat cannot starve
     extraction for ever), and takes one of LLM_BACKGROUND_CONCURRENCY slots, so that with the server started with
     one slot more than that a turn never queues behind background work. 0 (hosted APIs) gates nothing.
+    `seconds`: how long a foreground mark may stand at most (default: one call's timeout with its retries).
     """
     slots = settings.LLM_BACKGROUND_CONCURRENCY
     if slots <= 0:
@@ -99,6 +100,7 @@ def llm_priority(kind: str):
         return
     expiry = int(settings.LLM_TIMEOUT_SECONDS * (settings.LLM_MAX_RETRIES + 1)) + 30
     if kind in FOREGROUND_KINDS:
+        expiry = int(seconds) + 30 if seconds is not None else expiry
         token = f"{uuid.uuid4().hex}"
         try:
             # A sorted set of in-flight calls scored by when they expire: a crashed process cannot hold

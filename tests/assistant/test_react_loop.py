@@ -118,13 +118,13 @@ def test_parallel_tool_calls_are_all_answered_in_one_step(llm):
 
 def test_repeating_model_is_stopped_by_loop_detection(llm):
     llm.add(*[tool_step(call("lookup", {"q": "same"})) for _ in range(3)])
-    llm.then = lambda body: answer("Best I can do.") if body.get("tool_choice") == "none" else tool_step(
+    llm.then = lambda body: answer("Best I can do.") if not body.get("tools") else tool_step(
         call("lookup", {"q": "same"}))
     result, executor = run(llm, max_steps=10)
     assert result.stop_reason == LOOP_DETECTED
     assert len(executor.calls) == 1  # the repeated call never ran again
     assert result.steps == 3 and len(llm.requests) == 4  # 3 tool steps, then one closing call without tools
-    assert llm.requests[-1]["tool_choice"] == "none"
+    assert not llm.requests[-1].get("tools")
     assert result.content == "Best I can do."
     assert [c.status for c in result.tool_calls] == ["ok", "repeated", "repeated"]
     assert_valid(result)
@@ -154,7 +154,7 @@ def test_unreadable_arguments_become_an_error_observation(llm):
 
 def test_max_steps_ends_with_a_partial_answer(llm):
     counter = iter(range(100))
-    llm.then = lambda body: (answer("Partial: SFO checked, NYC not yet.") if body.get("tool_choice") == "none"
+    llm.then = lambda body: (answer("Partial: SFO checked, NYC not yet.") if not body.get("tools")
                              else tool_step(call("lookup", {"n": next(counter)})))
     result, executor = run(llm, max_steps=3)
     assert result.stop_reason == MAX_STEPS and result.partial
@@ -179,7 +179,7 @@ def test_wall_clock_limit_stops_the_loop(llm):
     llm.then = slow
     result, executor = run(llm, max_steps=50, wall_clock_seconds=0.5)
     assert result.stop_reason == TIMEOUT
-    assert len(llm.requests) <= 3 and not any(r.get("tool_choice") == "none" for r in llm.requests)
+    assert len(llm.requests) <= 3 and all(r.get("tools") for r in llm.requests)
     assert "ran out of time" in result.content  # no time left for a closing call: the fallback answer
     assert_valid(result)
 

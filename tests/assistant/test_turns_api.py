@@ -157,7 +157,7 @@ def test_parallel_tool_calls_in_one_step_all_run_and_land_in_the_buffer(llm, ali
 
 def test_a_looping_model_is_stopped_by_detection(llm, alice_client, alice_session):
     llm.then = lambda body: (answer("I keep finding the same thing: nothing stored.")
-                             if body.get("tool_choice") == "none" else tool_step(call("recall", {"query": "flight"})))
+                             if not body.get("tools") else tool_step(call("recall", {"query": "flight"})))
     resp = alice_client.post(turns_url(alice_session.id), {"input": "What did I say about flights?", "max_steps": 10},
                              format="json")
     assert resp.status_code == 200, resp.content
@@ -165,7 +165,7 @@ def test_a_looping_model_is_stopped_by_detection(llm, alice_client, alice_sessio
     assert body["stop_reason"] == "loop_detected"
     assert body["reply"] == "I keep finding the same thing: nothing stored."
     assert [c["status"] for c in body["tool_calls"]] == ["ok", "repeated", "repeated"]
-    assert len(llm.requests) == 4 and llm.requests[-1]["tool_choice"] == "none"
+    assert len(llm.requests) == 4 and not llm.requests[-1].get("tools")
     assert_valid_history(alice_session)
 
 
@@ -187,7 +187,7 @@ def test_a_tool_error_becomes_an_observation_the_model_recovers_from(llm, alice_
 def test_max_steps_reached_gives_a_graceful_partial_answer(llm, alice_client, alice_session):
     queries = iter(["SFO", "NYC", "EWR", "JFK"])
     llm.then = lambda body: (answer("So far: SFO and NYC checked; Newark is still open.")
-                             if body.get("tool_choice") == "none" else
+                             if not body.get("tools") else
                              tool_step(call("recall", {"query": next(queries)})))
     resp = alice_client.post(turns_url(alice_session.id), {"input": "Check all airports.", "max_steps": 2},
                              format="json")
@@ -208,7 +208,11 @@ def test_the_next_turn_sees_the_previous_tool_exchange_as_valid_history(llm, ali
     sent = llm.requests[-1]["messages"]
     assert history_problems(sent) == []
     assert any(m.get("tool_call_id") == "first" for m in sent)
-    assert "Fly to Newark" in sent[0]["content"]  # the goal stack reached the composed context
+    assert "Fly to Newark" in sent[1]["content"]  # the goal stack reached the composed context
+    # The system prompt is a message of its own, the same on every call: a model server's prompt cache reuses it
+    # (and the tool definitions a chat template puts after it) instead of reading it again each turn.
+    first, second = (r["messages"][0] for r in (llm.requests[0], llm.requests[-1]))
+    assert first == second and first["role"] == "system" and "Fly to Newark" not in first["content"]
 
 
 def test_remember_is_user_stated_only_when_the_user_said_it(llm, alice, alice_user, alice_client, alice_session):
@@ -346,3 +350,45 @@ def test_the_token_quota_is_checked_before_anything_is_recorded_or_sent(llm, ali
     assert resp.status_code == 429 and resp.json()["error"]["code"] == "rate_limited"
     assert int(resp["Retry-After"]) >= 1
     assert llm.requests == [] and not Message.objects.unscoped().filter(session=alice_session).exists()
+
+
+def test_background_model_work_waits_for_the_whole_turn_not_each_call(llm, alice_client, alice_session, settings,
+                                                                     monkeypatch):
+    """Between the loop's calls (while a tool runs) the turn still holds the model: extraction waits until it ends."""
+    from assistant import turns
+    from infra import llm as infra_llm
+
+    settings.LLM_BACKGROUND_CONCURRENCY = 1
+    redis, foreground, _ = infra_llm._gate_redis()
+    held_during_tools = []
+    execute = turns.tool_execute
+
+    def observed(ctx, name, arguments):
+        held_during_tools.append(redis.zcard(foreground))
+        return execute(ctx, name, arguments)
+
+    monkeypatch.setattr(turns, "tool_execute", observed)
+    llm.add(tool_step(call("set_goal", {"goal": "Fly to Newark"})), answer("Goal set."))
+    assert alice_client.post(turns_url(alice_session.id), {"input": "Plan my Newark trip."},
+                             format="json").status_code == 200
+    assert held_during_tools == [1]  # no model call was in flight, and yet the turn was marked
+    assert redis.zcard(foreground) == 0  # and the mark is gone once the turn has ended
+
+
+def test_remember_replaces_a_subjects_value_only_when_the_memory_states_it(llm, alice, alice_user, alice_client,
+                                                                          alice_session):
+    """A slot value the memory does not state (a small model copies one from elsewhere) must not supersede."""
+    from memory.models import MemoryRecord
+
+    llm.add(tool_step(call("remember", {"text": "Ada flies to Lisbon.", "kind": "fact", "subject": "destination",
+                                        "value": "Lisbon"}, "first")), answer("Noted."),
+            tool_step(call("remember", {"text": "Ada prefers aisle seats.", "kind": "preference",
+                                        "subject": "destination", "value": "Porto"}, "copied")), answer("Noted."),
+            tool_step(call("remember", {"text": "Ada flies to Porto now.", "kind": "fact", "subject": "destination",
+                                        "value": "Porto"}, "changed")), answer("Noted."))
+    for line in ("I fly to Lisbon.", "I like aisle seats.", "Make it Porto."):
+        assert alice_client.post(turns_url(alice_session.id), {"input": line}, format="json").status_code == 200
+    by_text = {m.text: m for m in MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user)}
+    assert by_text["Ada prefers aisle seats."].status == "active" and by_text["Ada prefers aisle seats."].subject == ""
+    assert by_text["Ada flies to Lisbon."].status == "superseded"  # by the memory that does state Porto
+    assert by_text["Ada flies to Porto now."].status == "active"

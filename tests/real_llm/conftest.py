@@ -60,10 +60,12 @@ def real_llm(settings, real_model_id, monkeypatch):
     settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_API_KEY = _base_url(), real_model_id, ""
     settings.LLM_FAST_MODEL = ""
     settings.LLM_TIMEOUT_SECONDS, settings.LLM_MAX_RETRIES = 120, 0
-    settings.ASSISTANT_MAX_STEPS, settings.ASSISTANT_WALL_CLOCK_SECONDS = 3, 240
-    settings.ASSISTANT_LOOP_TOKEN_BUDGET = 6000
-    # As scripts/run configures the local model: shorter turns, and no query rewrite (a model call per search).
-    settings.LLM_MAX_TOKENS = {**settings.LLM_MAX_TOKENS, "turn": 256, "closing": 256}
+    # As scripts/run configures the local model: one tool step, temperature 0, shorter calls, and no query rewrite
+    # (a model call per search).
+    settings.ASSISTANT_MAX_STEPS, settings.ASSISTANT_WALL_CLOCK_SECONDS = 1, 240
+    settings.ASSISTANT_LOOP_TOKEN_BUDGET, settings.ASSISTANT_TEMPERATURE = 6000, 0.0
+    settings.LLM_MAX_TOKENS = {**settings.LLM_MAX_TOKENS, "turn": 160, "closing": 160, "extraction": 256,
+                               "bridge": 192, "anchor": 192, "consolidate": 256}
     settings.MEMORY_QUERY_REWRITE = False
     llm._client.cache_clear()
     counter = CallCounter()
