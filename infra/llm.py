@@ -151,6 +151,21 @@ class StructuredOutputInvalid(ValueError):
     """The model's answer does not fit its schema even after one repair: callers take their rule path."""
 
 
+_LENGTH_BOUNDS = ("maxLength", "minLength", "maxItems", "minItems")
+
+
+def schema_as_sent(schema):
+    """The schema a request carries: its length bounds kept when LLM_SCHEMA_LENGTH_LIMITS, else removed (see
+    settings). Code that reads an answer never relies on a bound being enforced: it clips lengths itself."""
+    if settings.LLM_SCHEMA_LENGTH_LIMITS:
+        return schema
+    if isinstance(schema, dict):
+        return {k: schema_as_sent(v) for k, v in schema.items() if k not in _LENGTH_BOUNDS}
+    if isinstance(schema, list):
+        return [schema_as_sent(v) for v in schema]
+    return schema
+
+
 def structured_parse(content: str, schema: dict) -> dict:
     """The answer as an object that validates against the schema; one json-repair try (a small model's JSON may be
     cut off by max_tokens or carry a stray comma); StructuredOutputInvalid when neither fits."""
@@ -178,6 +193,7 @@ def structured_completion(*, system: str, user: str, schema_name: str, schema: d
     answer does not fit the schema even after a repair.
     """
     client = get_client()
+    schema = schema_as_sent(schema)
     try:
         with llm_priority(kind):
             resp = chat_completion_send(client, {

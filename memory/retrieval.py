@@ -99,8 +99,9 @@ class QueryPlan:
 QUERY_PARTS_MAX = 3
 _PLAN_SCHEMA = {
     "type": "object",
-    "properties": {"query": {"type": "string"},
-                   "parts": {"type": "array", "items": {"type": "string"}, "maxItems": QUERY_PARTS_MAX}},
+    "properties": {"query": {"type": "string", "maxLength": 300},
+                   "parts": {"type": "array", "items": {"type": "string", "maxLength": 300},
+                             "maxItems": QUERY_PARTS_MAX}},
     "required": ["query", "parts"], "additionalProperties": False}
 
 

@@ -4,7 +4,8 @@
     python scripts/local_model.py setup     # build llama-server and assemble the weights once (cached), verify them
     python scripts/local_model.py start     # setup, then start the server in the background and wait for /health
     python scripts/local_model.py stop      # stop the server started by `start` (its pid file)
-    python scripts/local_model.py env       # print the LLM_* settings that point Continuum at the running server
+    python scripts/local_model.py env       # print the settings that point Continuum at the running server and fit
+                                            # it (infra/local_profile.py; values already in the environment win)
     python scripts/local_model.py available # exit 0 when the binary and verified weights are already cached
 
 Everything lives outside the work tree, under ${CONTINUUM_CACHE_DIR:-~/.cache/continuum}: the binary keyed by the
@@ -32,6 +33,9 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from infra.local_profile import profile_exports  # noqa: E402  (plain Python, no dependencies)
 
 LLAMA_CPP_PYTHON = "0.3.36"
 MODEL = {
@@ -309,6 +313,7 @@ def main() -> int:
             stop()
         elif command == "env":
             print(f"export LLM_BASE_URL=http://127.0.0.1:{PORT}/v1 LLM_MODEL={MODEL['alias']}")
+            print("\n".join(profile_exports()))
         elif command == "available":
             return 0 if available() else 1
     except SetupError as exc:

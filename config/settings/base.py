@@ -181,8 +181,13 @@ LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=2)
 # max_tokens per call kind (infra.llm.max_tokens_for): every model call is bounded, so a CPU model that rambles stops
 # within seconds. turn: one step of the ReAct loop; closing: its last call without tools.
 LLM_MAX_TOKENS = env.json("LLM_MAX_TOKENS", default={
-    "default": 512, "turn": 512, "closing": 384, "rewrite": 64, "extraction": 384, "bridge": 256, "anchor": 256,
+    "default": 512, "turn": 512, "closing": 384, "rewrite": 128, "extraction": 384, "bridge": 256, "anchor": 256,
     "consolidate": 384})
+# Send the JSON schemas' length bounds (maxLength, maxItems) to the model server. llama-server compiles them into
+# its output grammar, which stops a small model looping inside one string; hosted strict modes reject some of them
+# (OpenAI's has no maxLength), so by default they are left out of the request. Answers are validated against the
+# schema as sent either way. The local profile turns it on (infra/local_profile.py).
+LLM_SCHEMA_LENGTH_LIMITS = env.bool("LLM_SCHEMA_LENGTH_LIMITS", default=False)
 # Background model calls (extraction, bridges) in flight at once, 0 = no limit. A local model server has a few slots:
 # start it with one more than this, and background calls wait while a user's call is in flight (infra.llm.llm_priority).
 LLM_BACKGROUND_CONCURRENCY = env.int("LLM_BACKGROUND_CONCURRENCY", default=0)

@@ -18,13 +18,15 @@ SCHEMA = {
     "properties": {
         "memories": {
             "type": "array",
+            "maxItems": 8,
             "items": {
                 "type": "object",
                 "properties": {
                     "kind": {"type": "string", "enum": KINDS},
-                    "text": {"type": "string", "description": "One self-contained sentence in the third person."},
-                    "subject": {"type": "string", "description": "The slot it fills, e.g. 'destination'; '' if none."},
-                    "value": {"type": "string", "description": "The slot's value, e.g. 'Newark'; '' if none."},
+                    "text": {"type": "string", "maxLength": 300,
+                             "description": "One self-contained sentence in the third person."},
+                    "subject": {"type": "string", "maxLength": 40, "description": "The slot it fills, e.g. 'destination'; '' if none."},
+                    "value": {"type": "string", "maxLength": 200, "description": "The slot's value, e.g. 'Newark'; '' if none."},
                     "confidence": {"type": "number"},
                 },
                 "required": ["kind", "text", "subject", "value", "confidence"],

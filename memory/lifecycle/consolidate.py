@@ -36,13 +36,13 @@ FACTS_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
     "required": ["facts"],
-    "properties": {"facts": {"type": "array", "items": {
+    "properties": {"facts": {"type": "array", "maxItems": LLM_CLUSTER_CAP, "items": {
         "type": "object", "additionalProperties": False,
         "required": ["text", "kind", "event_numbers", "confidence"],
         "properties": {
-            "text": {"type": "string"},
+            "text": {"type": "string", "maxLength": 300},
             "kind": {"type": "string", "enum": ["preference", "fact", "procedure", "goal"]},
-            "event_numbers": {"type": "array", "items": {"type": "integer"}},
+            "event_numbers": {"type": "array", "maxItems": LLM_CLUSTER_CAP, "items": {"type": "integer"}},
             "confidence": {"type": "number"},
         }}}},
 }

@@ -53,6 +53,32 @@ def test_each_call_kind_sends_its_own_max_tokens(model, settings):
     assert [b["max_tokens"] for b in sent] == [300, 40, 500]
 
 
+BOUNDED = {"type": "object", "required": ["items"], "additionalProperties": False,
+           "properties": {"items": {"type": "array", "maxItems": 2, "items": {"type": "string", "maxLength": 5}}}}
+
+
+def test_length_bounds_reach_the_model_only_when_the_setting_says_so(model, settings):
+    replies, sent = model
+    replies += ['{"items": ["a very long item", "b", "c"]}', '{"items": ["a", "b"]}']
+    settings.LLM_SCHEMA_LENGTH_LIMITS = False
+    # Left out of the request, a bound is not held against the answer either.
+    assert structured_completion(system="s", user="u", schema_name="b", schema=BOUNDED) == {
+        "items": ["a very long item", "b", "c"]}
+    settings.LLM_SCHEMA_LENGTH_LIMITS = True
+    structured_completion(system="s", user="u", schema_name="b", schema=BOUNDED)
+    without, with_bounds = (b["response_format"]["json_schema"]["schema"]["properties"]["items"] for b in sent)
+    assert "maxItems" not in without and "maxLength" not in without["items"]
+    assert with_bounds["maxItems"] == 2 and with_bounds["items"]["maxLength"] == 5
+
+
+def test_an_answer_past_a_bound_that_was_sent_takes_the_rule_path(model, settings):
+    replies, _ = model
+    settings.LLM_SCHEMA_LENGTH_LIMITS = True
+    replies += ['{"items": ["a", "b", "c"]}'] * 2
+    with pytest.raises(StructuredOutputInvalid):
+        structured_completion(system="s", user="u", schema_name="b", schema=BOUNDED)
+
+
 def test_broken_json_gets_one_repair(model):
     replies, _ = model
     replies.append('{"query": "flights to Newark",')  # cut off by max_tokens

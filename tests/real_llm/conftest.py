@@ -56,17 +56,12 @@ def real_llm(settings, real_model_id, monkeypatch):
     """Continuum configured for the real local model, with timeouts that fit a CPU model; yields a call counter."""
     from assistant import react
     from infra import llm
+    from infra.local_profile import LOCAL_PROFILE
 
     settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_API_KEY = _base_url(), real_model_id, ""
     settings.LLM_FAST_MODEL = ""
-    settings.LLM_TIMEOUT_SECONDS, settings.LLM_MAX_RETRIES = 120, 0
-    # As scripts/run configures the local model: one tool step, temperature 0, shorter calls, and no query rewrite
-    # (a model call per search).
-    settings.ASSISTANT_MAX_STEPS, settings.ASSISTANT_WALL_CLOCK_SECONDS = 1, 240
-    settings.ASSISTANT_LOOP_TOKEN_BUDGET, settings.ASSISTANT_TEMPERATURE = 6000, 0.0
-    settings.LLM_MAX_TOKENS = {**settings.LLM_MAX_TOKENS, "turn": 160, "closing": 160, "extraction": 256,
-                               "bridge": 192, "anchor": 192, "consolidate": 256}
-    settings.MEMORY_QUERY_REWRITE = False
+    for name, value in LOCAL_PROFILE.items():  # configured as scripts/run configures the local model
+        setattr(settings, name, value)
     llm._client.cache_clear()
     counter = CallCounter()
     monkeypatch.setattr(llm, "chat_completion_send", counter.wrap(llm.chat_completion_send))
