@@ -49,6 +49,9 @@ def _args(argv=None):
     p.add_argument("--database-url", default="", help="scratch database (default: SQLite in a temp folder)")
     p.add_argument("--conversations", type=int, default=0, help="only the first N conversations (0: all)")
     p.add_argument("--use-llm", action="store_true", help="let extraction and retrieval use a configured LLM")
+    p.add_argument("--llm-queries", default="", metavar="BASE_URL",
+                   help="import without a model, then let this OpenAI-compatible model plan each question's search "
+                        "(rewrite and parts, memory.retrieval.query_plan); latency then includes nothing of it")
     p.add_argument("--reuse-dir", default="",
                    help="keep the imported data here and reuse it on the next run (same --database-url)")
     p.add_argument("--shape", choices=("two-users", "assistant"), default="two-users",
@@ -203,6 +206,41 @@ def percentile(values: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
 
 
+def _plan_queries_with(base_url: str, settings) -> None:
+    """Questions searched as a turn with a model searches them: one planning call per question (cached, so the
+    top-k call and each budget's call search the same plan), its time kept apart from retrieval's latency."""
+    import functools
+
+    import openai
+
+    from infra import llm
+    from infra.local_profile import LOCAL_PROFILE
+    from memory import retrieval
+
+    probe = openai.OpenAI(base_url=base_url, api_key="not-needed", timeout=10, max_retries=0)
+    for name, value in LOCAL_PROFILE.items():
+        setattr(settings, name, value)
+    settings.LLM_BASE_URL, settings.LLM_MODEL = base_url, probe.models.list().data[0].id
+    settings.MEMORY_QUERY_REWRITE = True
+    llm._client.cache_clear()
+    inner, plans = retrieval.query_plan, {}
+
+    def planned(text):
+        if text not in plans:
+            started = time.perf_counter()
+            plans[text] = inner(text)
+            PLANNED["calls"] += 1
+            PLANNED["seconds"] += time.perf_counter() - started
+            PLANNED["with_parts"] += bool(plans[text].parts)
+        return plans[text]
+
+    retrieval.query_plan = planned
+    PLANNED.update(calls=0, seconds=0.0, with_parts=0)
+
+
+PLANNED: dict = {}
+
+
 def main(argv=None) -> dict:
     args = _args(argv)
     data = json.loads(Path(args.dataset).read_text())
@@ -267,6 +305,8 @@ def main(argv=None) -> dict:
                           for sid, users in users_by_sample.items()}}, indent=2))
     from django.db import connection
 
+    if args.llm_queries:
+        _plan_queries_with(args.llm_queries, settings)
     with connection.cursor() as cursor:
         # Planner statistics, as autovacuum would have them on a live database (some servers run without it):
         # without them PostgreSQL guesses one row per filter and picks poor plans for the retrieval queries.
@@ -314,6 +354,10 @@ def main(argv=None) -> dict:
             store.search(Scope(tenant_id=str(tenant.pk), user_id=str(users[0].pk)), dense=embedder.embed([question])[0],
                          text=None, limit=turn_k, statuses=("active",))
             ours["floor_ms"].append((time.perf_counter() - start) * 1000)
+            if args.llm_queries:  # planned before the clock starts: the calls below reuse the plan
+                from memory import retrieval
+
+                retrieval.query_plan(question)
             # Ours: ranked top-k (no budget), then one call per token budget.
             start = time.perf_counter()
             top = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=max(KS),
@@ -390,6 +434,8 @@ def main(argv=None) -> dict:
         "conversations": len(data),
         "questions": questions,
         "llm": bool(args.use_llm),
+        "query_planning": ({**PLANNED, "model": settings.LLM_MODEL, "seconds": round(PLANNED["seconds"], 1)}
+                           if args.llm_queries else None),
         "shape": args.shape + (" (assistant turns dropped)" if args.drop_assistant_turns else ""),
         "memories": total_memories,
         "memories_with_provenance": with_provenance,
@@ -414,6 +460,9 @@ def _print(r: dict) -> None:
     print(f"\nLoCoMo retrieval: {r['conversations']} conversations, {r['questions']} questions (categories 1-4), "
           f"{r['memories']} memories ({r['memories_with_provenance']} with a source message), LLM: {r['llm']}, "
           f"shape: {r['shape']}")
+    if r.get("query_planning"):
+        q = r["query_planning"]
+        print(f"queries planned by {q['model']}: {q['calls']} calls, {q['seconds']} s, {q['with_parts']} with parts")
     print(f"{'':28}{'service':>12}{'dense baseline':>16}")
     for k in KS:
         print(f"{'recall@' + str(k):28}{s['recall_at'][str(k)]:>12.3f}{b['recall_at'][str(k)]:>16.3f}")

@@ -83,16 +83,19 @@ def extractive_bridge(parts: dict) -> str:
 
 # Bounds in characters: a part is kept to _PART_TOKENS tokens and the summary to 160 (~4 characters a token).
 _PART = {"type": "string", "maxLength": 4 * _PART_TOKENS}
+# The summary comes first: a grammar-constrained model writes the fields in this order, and the note the next
+# session reads is then written straight from the transcript. After four fields in its own words a small model
+# drifts (it wrote the parts in the user's voice, then a summary that repeated one of them).
 _BRIDGE_SCHEMA = {
     "type": "object",
     "properties": {
+        "summary": {"type": "string", "maxLength": 640},
         "goal": _PART,
         "found": _PART,
         "decided": _PART,
         "open": _PART,
-        "summary": {"type": "string", "maxLength": 640},
     },
-    "required": ["goal", "found", "decided", "open", "summary"],
+    "required": ["summary", "goal", "found", "decided", "open"],
     "additionalProperties": False,
 }
 
