@@ -33,7 +33,7 @@ from django.db import transaction
 from infra import clock
 from infra.embedder import embed_soon
 from infra.errors import ServiceUnavailable
-from infra.tokens import truncate_to_tokens
+from infra.tokens import count_tokens
 
 from .extraction.classify import informative_text
 from .models import MemoryKind
@@ -46,7 +46,7 @@ from infra.vector_store.base import Search
 log = logging.getLogger(__name__)
 
 SESSION_PRIOR_TOP = 3  # a session's strength: the mean of its best few candidates
-NEIGHBOUR_MAX_TOKENS = 120  # one neighbouring turn is shown up to this long
+NEIGHBOUR_MAX_TOKENS = 120  # a neighbouring turn longer than this is not shown
 RECENCY_HALF_LIFE_DAYS = 180.0
 WEIGHT_RECENCY, WEIGHT_CONFIDENCE, WEIGHT_IMPORTANCE, WEIGHT_ACCESS = 0.2, 0.3, 0.2, 0.05
 
@@ -256,9 +256,12 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
             continue
         who = names.get(m["session__user_id"], "The user") if m["role"] == "user" else (m["name"] or "Assistant")
         body = informative_text(m["content"]) or m["content"]
-        if body.strip():
-            out.setdefault(sources[m["around"]], []).append(
-                (m["pk"], truncate_to_tokens(f"{who}: {body}", NEIGHBOUR_MAX_TOKENS)))
+        turn = f"{who}: {body}"
+        # Shown whole or not at all: the opening of a long turn is rarely the part that bears on the hit, and cut
+        # to a fixed size it would spend a long-message conversation's budget on text that answers nothing (the
+        # turn's own passages are memories, found when they match).
+        if body.strip() and count_tokens(turn) <= NEIGHBOUR_MAX_TOKENS:
+            out.setdefault(sources[m["around"]], []).append((m["pk"], turn))
     return out
 
 

@@ -127,3 +127,28 @@ def test_one_topic_over_five_sessions_comes_back_from_every_session(alice, alice
     # Oldest first, each under its date: the model can tell the story in order.
     dates = ["8 May 2023", "7 June 2023", "7 July 2023", "6 August 2023", "5 September 2023"]
     assert [block.index(d) for d in dates] == sorted(block.index(d) for d in dates)
+
+
+def test_long_neighbouring_turns_are_left_out_so_the_budget_holds_more_hits(alice, alice_user):
+    """A user's short questions over five sessions, each answered by a long reply about something else: the
+    question's turns are the hits, and a reply cut to its opening would spend the budget on words that answer
+    nothing."""
+    alice.memory_ttl_days = {"event": None}
+    alice.save()
+    asks = ["Can the deploy pipeline run the database migrations before the canary step?",
+            "The deploy pipeline failed again on the canary step, should I pin the runner image?",
+            "I moved the deploy pipeline to the new runners; the canary step now takes nine minutes.",
+            "Should the deploy pipeline page someone when the canary step is rolled back?",
+            "I want the deploy pipeline to skip the canary step for documentation-only changes."]
+    for i, ask in enumerate(asks):
+        reply = long_status_update(words=300).replace(ANSWER, "")
+        assert count_tokens(reply) > 300
+        session, _ = record_turns(alice, alice_user, [("user", ask), ("assistant", reply)],
+                                  start=MAY_8 + timedelta(days=7 * i))
+        session_end(tenant=alice, session_id=session.pk, reason="test")
+
+    found = memory_retrieve(tenant=alice, user=alice_user, query="What did I say about the deploy pipeline's canary step?",
+                            k=settings.CONTINUUM_CONTEXT_MEMORY_K, token_budget=400, neighbours=turns_around)
+    assert {m.text.removeprefix("Ada: ") for m in found if m.source_type == "user_stated"} >= set(asks)
+    assert count_tokens(memories_block(found)) <= 400
+    assert all(not n.endswith("…") for m in found for n in m.neighbours)
