@@ -177,11 +177,27 @@ def structured_parse(content: str, schema: dict) -> dict:
         except (ValueError, RecursionError) as exc:
             problem = f"not JSON ({exc})"
             continue
+        if attempt == "repair":
+            value = _cut_item_dropped(value, validator)
         error = jsonschema.exceptions.best_match(validator.iter_errors(value))
         if error is None:
             return value
         problem = f"{error.message} at {'/'.join(map(str, error.absolute_path)) or 'the top'}"
     raise StructuredOutputInvalid(f"the answer does not fit the schema: {problem}")
+
+
+def _cut_item_dropped(value, validator):
+    """An answer cut off by max_tokens inside the last item of a list: the repaired JSON closes that item half
+    written. Drop it when it is the only thing wrong, so the complete items before it count."""
+    paths = {tuple(e.absolute_path)[:2] for e in validator.iter_errors(value)}
+    if len(paths) != 1 or not isinstance(value, dict):
+        return value
+    (path,) = paths
+    items = value.get(path[0]) if len(path) == 2 else None
+    if not isinstance(items, list) or path[1] != len(items) - 1:
+        return value
+    key = path[0]
+    return {**value, key: items[:-1]}
 
 
 def structured_completion(*, system: str, user: str, schema_name: str, schema: dict, fast: bool = True,

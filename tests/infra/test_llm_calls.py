@@ -158,3 +158,24 @@ def test_without_a_background_limit_nothing_waits(settings):
         with llm_priority("extraction"):
             pass
     assert time.monotonic() - started < 0.1
+
+
+LISTED = {"type": "object", "required": ["memories"], "additionalProperties": False,
+          "properties": {"memories": {"type": "array", "items": {
+              "type": "object", "required": ["text", "confidence"], "additionalProperties": False,
+              "properties": {"text": {"type": "string"}, "confidence": {"type": "number"}}}}}}
+
+
+def test_an_answer_cut_inside_its_last_item_keeps_the_complete_items(model):
+    replies, _ = model
+    replies.append('{"memories": [{"text": "Ada likes tea.", "confidence": 0.9}, {"text": "Ada lives in Oslo.", '
+                   '"confidence": 0.8}, {"text": "Ada wo')  # cut off by max_tokens
+    answer = structured_completion(system="s", user="u", schema_name="m", schema=LISTED)
+    assert [m["text"] for m in answer["memories"]] == ["Ada likes tea.", "Ada lives in Oslo."]
+
+
+def test_a_broken_item_that_is_not_the_last_still_fails_the_answer(model):
+    replies, _ = model
+    replies.append('{"memories": [{"text": "Ada likes tea."}, {"text": "Ada lives in Oslo.", "confidence": 0.8}]')
+    with pytest.raises(StructuredOutputInvalid):
+        structured_completion(system="s", user="u", schema_name="m", schema=LISTED)
