@@ -214,7 +214,8 @@ def _reply_from_stream(stream, *, on_delta, cancel, deadline, stop_after_written
 
 _FENCE = re.compile(r"^```(?:json|JSON)?\s*(.*?)\s*```$", re.S)
 # Some chat templates wrap a call in these markers; a server that does not parse them passes them on as text.
-_CALL_MARKERS = re.compile(r"^<tool_call>\s*(.*?)\s*(?:</tool_call>)?$", re.S)
+# A small model also writes the template's other tags (<tool_response>) or tags of its own round a call.
+_CALL_MARKERS = re.compile(r"^<([A-Za-z_]{2,32})>\s*(?P<body>.*?)\s*(?:</\1>)?$", re.S)
 
 
 def _unwrapped(text: str) -> str:
@@ -222,7 +223,7 @@ def _unwrapped(text: str) -> str:
     for pattern in (_CALL_MARKERS, _FENCE):
         match = pattern.match(text)
         if match:
-            text = match.group(1).strip()
+            text = match.group("body" if pattern is _CALL_MARKERS else 1).strip()
     return text
 
 
@@ -269,12 +270,11 @@ def parse_arguments(raw) -> tuple[dict | None, str | None]:
     return None, f"The arguments are not a JSON object: {snippet!r}. Send the arguments as a JSON object."
 
 
-_LEADING_WRAPPER = re.compile(r"^(?:<tool_call>|```(?:json|JSON)?)\s*")
+_LEADING_WRAPPER = re.compile(r"^(?:<[A-Za-z_]{2,32}>|```(?:json|JSON)?)\s*")
 
 
-def _content_call_object(content: str) -> dict | None:
-    """The {"name": ..., "arguments": ...} object a reply opens with, if it does (a call's shape). What follows it is
-    dropped: a small model often goes on to invent the tool's result, which must never stand in for the real one."""
+def _opening_object(content: str):
+    """The JSON value a reply opens with (after a tag or fence), repaired if cut off; what follows it is dropped."""
     text = _LEADING_WRAPPER.sub("", (content or "").strip(), count=1)
     if not text.startswith("{"):
         return None
@@ -287,12 +287,31 @@ def _content_call_object(content: str) -> dict | None:
             return None
         if isinstance(value, list):
             value = value[0] if value else None
+    return value if isinstance(value, dict) else None
+
+
+def _content_call_object(content: str) -> dict | None:
+    """The {"name": ..., "arguments": ...} object a reply opens with, if it does (a call's shape). What follows it is
+    dropped: a small model often goes on to invent the tool's result, which must never stand in for the real one."""
+    value = _opening_object(content)
     # A name and its arguments make a call's shape; small models often add keys of their own (a subject, bits of
     # the tool's schema) beside them, which are dropped.
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str) or not set(value) & {"arguments",
-                                                                                                   "parameters"}:
+    if value is None or not isinstance(value.get("name"), str) or not set(value) & {"arguments", "parameters"}:
         return None
     return value
+
+
+def _tool_taking(arguments: dict, tools: list[dict]) -> str | None:
+    """The one declared tool whose parameters these are (every required one given, nothing it does not take):
+    a small model sometimes writes a call's arguments alone, without the tool's name."""
+    fits = []
+    for tool in tools or []:
+        function = tool.get("function") or {}
+        params = function.get("parameters") or {}
+        known, required = set(params.get("properties") or {}), set(params.get("required") or [])
+        if arguments and required <= set(arguments) <= known:
+            fits.append(function.get("name"))
+    return fits[0] if len(fits) == 1 else None
 
 
 def _written_call_complete(content: str) -> bool:
@@ -315,6 +334,10 @@ def content_tool_call(content: str, tools: list[dict]) -> dict | None:
     Small models served without a tool-call parser answer `{"name": ..., "arguments": ...}` (bare, fenced or in
     call markers) in `content`. Only one call of a tool that was offered counts: anything else is left as text."""
     value = _content_call_object(content)
+    if value is None:
+        arguments = _opening_object(content)
+        name = _tool_taking(arguments, tools) if arguments is not None else None
+        value = {"name": name, "arguments": arguments} if name else None
     declared = {(t.get("function") or {}).get("name") for t in tools or []}
     if value is None or value["name"] not in declared:
         return None
@@ -327,11 +350,15 @@ def content_tool_call(content: str, tools: list[dict]) -> dict | None:
             "function": {"name": value["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}}
 
 
-def _is_answer(content: str, records: list[ToolCallRecord]) -> bool:
-    """Whether a reply can be shown to the user: not empty, not a call written as text (declared or not), and not
-    the loop's own observations echoed back (a small model copies a warning such as "You already called ...")."""
+def _is_answer(content: str, records: list[ToolCallRecord], tools: list[dict] = ()) -> bool:
+    """Whether a reply can be shown to the user: not empty, not a call written as text (declared or not, with its
+    name or only a tool's arguments), and not the loop's own observations echoed back (a small model copies a
+    warning such as "You already called ...")."""
     text = (content or "").strip()
     if not text or _content_call_object(text) is not None:
+        return False
+    opening = _opening_object(text)
+    if opening is not None and _tool_taking(opening, tools) is not None:
         return False
     value = _json_object(text, repair=False)
     if value is not None and (set(value) <= {"error"} or any(value == r.observation for r in records)):
@@ -349,7 +376,7 @@ class _HeldDeltas:
     """Passes streamed content on, except a reply that may turn out to be a call written as text or an echoed
     observation (it starts like JSON): that is held until the whole reply is known, then sent or dropped."""
 
-    _OPENERS = ("{", "[", "```", "<tool_call>")
+    _OPENERS = ("{", "[", "```", "<")  # "<": a call in tags (<tool_call>, <tool_response>, ...)
 
     def __init__(self, on_delta: Callable[[str], None]):
         self._on_delta = on_delta
@@ -568,7 +595,7 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
             break
         add_usage(reply, window)
         if reply.finish_reason in (CANCELLED, TIMEOUT):
-            content, stop = (reply.content if _is_answer(reply.content, records) else ""), reply.finish_reason
+            content, stop = (reply.content if _is_answer(reply.content, records, tools) else ""), reply.finish_reason
             if held is not None and content:
                 held.release()
             break
@@ -578,7 +605,7 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
                 reply.tool_calls, reply.content = [written], ""
             else:
                 content, stop = reply.content, ANSWER
-                if not _is_answer(content, records):
+                if not _is_answer(content, records, tools):
                     content = ""  # not shown: the closing call below answers instead
                 elif held is not None:
                     held.release()
@@ -667,7 +694,7 @@ def _closing_answer(base, loop, *, stop, tools, model, budget, deadline, on_delt
         return ""
     add_usage(reply, window)
     # Tool calls in a tools-off reply are ignored (nothing may be left unanswered), and so is one written as text.
-    if not _is_answer(reply.content, records):
+    if not _is_answer(reply.content, records, tools):
         return ""
     if held is not None:
         held.release()

@@ -118,7 +118,19 @@ def abstractive_bridge(doc: dict, messages: list[dict]) -> tuple[str, dict]:
     if not isinstance(out, dict) or not str(out.get("summary") or "").strip():
         raise ValueError("bridge summary missing")
     parts = {k: _clean(str(out.get(k) or "")) for k in ("goal", "found", "decided", "open")}
-    return truncate_to_tokens(str(out["summary"]).strip(), 160), parts
+    return truncate_to_tokens(_first_sentences(str(out["summary"]), 3), 160), parts
+
+
+def _first_sentences(text: str, n: int) -> str:
+    """The note's first n distinct sentences (the prompt asks for 2 or 3): a small model that runs on repeats its
+    last sentence, or a variant of it, until the length bound stops it mid-word."""
+    kept, seen = [], set()
+    for sentence in sentences(text.strip()):
+        key = " ".join(sentence.lower().split()[:8])
+        if key not in seen:
+            seen.add(key)
+            kept.append(sentence)
+    return " ".join(kept[:n])
 
 
 def _compose(session: Session) -> tuple[str, dict, str]:

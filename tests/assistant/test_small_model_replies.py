@@ -176,3 +176,57 @@ def test_a_turn_samples_at_the_deployments_temperature_unless_the_client_sets_on
     settings.ASSISTANT_TEMPERATURE = None
     react_run(messages=BASE, tools=TOOLS, execute=Executor(), model=OpenAIChatModel(), limits=limits())
     assert [r.get("temperature") for r in llm.requests] == [0.0, 0.7, None]
+
+
+def _tool(name: str, properties: list[str], required: list[str]) -> dict:
+    return {"type": "function", "function": {"name": name, "description": name, "parameters": {
+        "type": "object", "properties": {p: {"type": "string"} for p in properties}, "required": required}}}
+
+
+TYPED_TOOLS = [_tool("remember", ["text", "kind", "quote"], ["text", "kind"]),
+               _tool("recall", ["query", "k"], ["query"]),
+               _tool("set_goal", ["goal"], ["goal"])]
+
+
+def run_typed(llm):
+    executor = Executor()
+    result = react_run(messages=BASE, tools=TYPED_TOOLS, execute=executor, model=OpenAIChatModel(), limits=limits())
+    return result, executor
+
+
+def test_a_call_in_other_tags_runs_as_a_call(llm):
+    # What Qwen2.5-Coder-1.5B wrote: its chat template's result tag round a call.
+    llm.add(answer('<tool_response>\n{"name": "recall", "arguments": {"query": "seat"}}\n</tool_response>'),
+            answer("You like aisle seats."))
+    result, executor = run_typed(llm)
+    assert executor.calls == [("recall", {"query": "seat"})] and result.content == "You like aisle seats."
+    assert_valid(result)
+
+
+def test_a_tools_arguments_written_without_its_name_run_as_that_tool(llm):
+    llm.add(answer('<tool_response>\n{"text": "Dana prefers aisle seats.", "kind": "preference", "quote": '
+                   '"I prefer aisle seats"}\n</tool_response>'), answer("Noted: aisle seats."))
+    result, executor = run_typed(llm)
+    assert executor.calls == [("remember", {"text": "Dana prefers aisle seats.", "kind": "preference",
+                                            "quote": "I prefer aisle seats"})]
+    assert result.content == "Noted: aisle seats."
+
+
+def test_arguments_that_fit_no_single_tool_are_not_a_call(llm):
+    # {"goal"} fits set_goal only, but {"query", "goal"} fits none: it stays the model's answer.
+    reply = '{"query": "flights", "goal": "book"}'
+    assert content_tool_call(reply, TYPED_TOOLS) is None
+    assert content_tool_call('{"goal": "book a flight"}', TYPED_TOOLS)["function"]["name"] == "set_goal"
+    llm.add(answer(reply))
+    result, executor = run_typed(llm)
+    assert executor.calls == [] and result.content == reply
+
+
+def test_a_closing_reply_that_is_a_tools_arguments_is_never_shown(llm):
+    llm.add(tool_step(call("recall", {"query": "seat"})))
+    llm.then = lambda body: answer('{"text": "Dana prefers aisle seats.", "kind": "preference"}')
+    executor = Executor()
+    result = react_run(messages=BASE, tools=TYPED_TOOLS, execute=executor, model=OpenAIChatModel(),
+                       limits=limits(max_steps=1))
+    assert '"kind"' not in result.content and result.content.strip()
+    assert executor.calls == [("recall", {"query": "seat"})]

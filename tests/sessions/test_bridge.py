@@ -231,3 +231,23 @@ def test_a_task_failing_after_partial_work_is_retried_into_one_bridge(alice, ali
     assert attempts[:2] == [1, 1]  # the bridge existed when the first attempt died, and the retry reused it
     assert BridgeSummary.objects.unscoped().filter(session_id=alice_session.pk).count() == 1
     assert Session.objects.unscoped().get(pk=alice_session.pk).state == "closed"
+
+
+@respx.mock
+def test_an_abstractive_bridge_that_runs_on_keeps_its_first_distinct_sentences(alice, alice_session, extract_calls,
+                                                                                   settings):
+    settings.LLM_BASE_URL, settings.LLM_MODEL = "http://llm.test/v1", "test-model"
+    looping = ("The user asked for a flight from SFO to NYC. The user changed the destination to Newark. "
+               + "The assistant still has the goal of finding a flight, but the destination changed. " * 4
+               + "The assistant still has the goal of finding a fl")
+    answer = {"summary": looping, "goal": "Fly to Newark", "found": "", "decided": "Newark", "open": ""}
+    respx.post("http://llm.test/v1/chat/completions").mock(return_value=httpx.Response(200, json={
+        "id": "x", "object": "chat.completion", "created": 0, "model": "test-model",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": json.dumps(answer)}}]}))
+    flight_chat(alice, alice_session)
+    session_end(tenant=alice, session_id=alice_session.pk)
+    b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
+    assert b.method == "abstractive"
+    assert b.text == ("The user asked for a flight from SFO to NYC. The user changed the destination to Newark. "
+                      "The assistant still has the goal of finding a flight, but the destination changed.")
