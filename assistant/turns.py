@@ -51,7 +51,8 @@ ASSISTANT_GUIDANCE = (
     "Tools: recall searches what is remembered about this user from earlier sessions; remember stores a durable "
     "fact or preference (pass the user's exact words as quote when they said it); forget deletes a memory the user "
     "wants gone; set_goal, complete_subgoal and update_notes keep track of this session's work. Call a tool only "
-    "when the context does not already hold what you need.")
+    "when the context does not already hold what you need. These tools reach this user's memory and this "
+    "session's notes, nothing outside: never say you found, booked or changed anything that no tool result shows.")
 CLIENT_SYSTEM_TOKENS = 1_000
 
 

@@ -26,7 +26,7 @@ SESSION_1 = [
     ("Actually, change the destination to Newark.",
      "Done: SFO to Newark next Tuesday, under $400, aisle seat, no United."),
 ]
-SESSION_2 = "Hi, I'm back. Can you look for that flight for me now?"
+SESSION_2 = "Hi, I'm back. Which flight were we looking at, and what should I keep in mind when I book it?"
 WAIT_SECONDS = float(os.environ.get("DEMO_WAIT_SECONDS", "90"))  # background work on a CPU model takes longer
 
 
