@@ -154,6 +154,14 @@ def test_the_task_run_twice_writes_one_bridge(alice, alice_session, extract_call
     assert BridgeSummary.objects.unscoped().filter(session=alice_session).count() == 1
 
 
+def _model_answers(answer: dict):
+    """The model at LLM_BASE_URL answers every chat call with this structured answer."""
+    return respx.post("http://llm.test/v1/chat/completions").mock(return_value=httpx.Response(200, json={
+        "id": "x", "object": "chat.completion", "created": 0, "model": "test-model",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": json.dumps(answer)}}]}))
+
+
 @respx.mock
 def test_abstractive_bridge_with_an_llm(alice, alice_session, extract_calls, settings):
     settings.LLM_BASE_URL = "http://llm.test/v1"
@@ -162,10 +170,7 @@ def test_abstractive_bridge_with_an_llm(alice, alice_session, extract_calls, set
               "open": "checked luggage",
               "summary": "The user wanted a flight from SFO to NYC under $400. They booked Delta at $350 in aisle "
                          "seat 14C. Checked luggage is still open."}
-    route = respx.post("http://llm.test/v1/chat/completions").mock(return_value=httpx.Response(200, json={
-        "id": "x", "object": "chat.completion", "created": 0, "model": "test-model",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": json.dumps(answer)}}]}))
+    route = _model_answers(answer)
     flight_chat(alice, alice_session)
     session_end(tenant=alice, session_id=alice_session.pk)
     b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
@@ -241,10 +246,7 @@ def test_an_abstractive_bridge_that_runs_on_keeps_its_first_distinct_sentences(a
                + "The assistant still has the goal of finding a flight, but the destination changed. " * 4
                + "The assistant still has the goal of finding a fl")
     answer = {"summary": looping, "goal": "Fly to Newark", "found": "", "decided": "Newark", "open": ""}
-    respx.post("http://llm.test/v1/chat/completions").mock(return_value=httpx.Response(200, json={
-        "id": "x", "object": "chat.completion", "created": 0, "model": "test-model",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": json.dumps(answer)}}]}))
+    _model_answers(answer)
     flight_chat(alice, alice_session)
     session_end(tenant=alice, session_id=alice_session.pk)
     b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
