@@ -52,6 +52,8 @@ def _args(argv=None):
     p.add_argument("--llm-queries", default="", metavar="BASE_URL",
                    help="import without a model, then let this OpenAI-compatible model plan each question's search "
                         "(rewrite and parts, memory.retrieval.query_plan); latency then includes nothing of it")
+    p.add_argument("--plans", default="", metavar="FILE",
+                   help="with --llm-queries: keep each question's plan here (JSON) and reuse the ones already in it")
     p.add_argument("--reuse-dir", default="",
                    help="keep the imported data here and reuse it on the next run (same --database-url)")
     p.add_argument("--shape", choices=("two-users", "assistant"), default="two-users",
@@ -206,7 +208,7 @@ def percentile(values: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, max(0, round(q * (len(xs) - 1))))]
 
 
-def _plan_queries_with(base_url: str, settings) -> None:
+def _plan_queries_with(base_url: str, settings, saved: Path | None) -> None:
     """Questions searched as a turn with a model searches them: one planning call per question (cached, so the
     top-k call and each budget's call search the same plan), its time kept apart from retrieval's latency."""
     import functools
@@ -224,6 +226,8 @@ def _plan_queries_with(base_url: str, settings) -> None:
     settings.MEMORY_QUERY_REWRITE = True
     llm._client.cache_clear()
     inner, plans = retrieval.query_plan, {}
+    if saved is not None and saved.is_file():
+        plans = {q: retrieval.QueryPlan(p["text"], tuple(p["parts"])) for q, p in json.loads(saved.read_text()).items()}
 
     def planned(text):
         if text not in plans:
@@ -231,11 +235,15 @@ def _plan_queries_with(base_url: str, settings) -> None:
             plans[text] = inner(text)
             PLANNED["calls"] += 1
             PLANNED["seconds"] += time.perf_counter() - started
-            PLANNED["with_parts"] += bool(plans[text].parts)
+            if saved is not None:
+                saved.write_text(json.dumps({q: {"text": p.text, "parts": list(p.parts)} for q, p in plans.items()},
+                                            indent=1))
+        PLANNED["with_parts"] += bool(plans[text].parts) and text not in PLANNED["counted"]
+        PLANNED["counted"].add(text)
         return plans[text]
 
     retrieval.query_plan = planned
-    PLANNED.update(calls=0, seconds=0.0, with_parts=0)
+    PLANNED.update(calls=0, seconds=0.0, with_parts=0, counted=set())
 
 
 PLANNED: dict = {}
@@ -306,7 +314,7 @@ def main(argv=None) -> dict:
     from django.db import connection
 
     if args.llm_queries:
-        _plan_queries_with(args.llm_queries, settings)
+        _plan_queries_with(args.llm_queries, settings, Path(args.plans) if args.plans else None)
     with connection.cursor() as cursor:
         # Planner statistics, as autovacuum would have them on a live database (some servers run without it):
         # without them PostgreSQL guesses one row per filter and picks poor plans for the retrieval queries.
@@ -434,7 +442,8 @@ def main(argv=None) -> dict:
         "conversations": len(data),
         "questions": questions,
         "llm": bool(args.use_llm),
-        "query_planning": ({**PLANNED, "model": settings.LLM_MODEL, "seconds": round(PLANNED["seconds"], 1)}
+        "query_planning": ({**{k: v for k, v in PLANNED.items() if k != "counted"}, "model": settings.LLM_MODEL,
+                            "seconds": round(PLANNED["seconds"], 1)}
                            if args.llm_queries else None),
         "shape": args.shape + (" (assistant turns dropped)" if args.drop_assistant_turns else ""),
         "memories": total_memories,
