@@ -90,20 +90,36 @@ def _answer(**kwargs) -> dict:
         return {}
 
 
+def _terms(text: str) -> set[int]:
+    from infra.vector_store.sparse import query_sparse
+
+    vector = query_sparse(text)
+    return set(vector.indices) if vector is not None else set()
+
+
+def _drawn_from(candidates: list[Candidate], text: str, who: str) -> list[Candidate]:
+    """The candidates that share a word with the message (BM25's stemmed terms, the user's name aside).
+
+    Whatever a message states or implies is about something it mentions. A small model also returns memories the
+    message has no word of: the prompt's own example ("quiet rooms" for a flight request) or a guess."""
+    said = _terms(text) - _terms(who)
+    return [c for c in candidates if _terms(c.text) & said]
+
+
 def llm_extract(text: str, *, who: str, context: str = "") -> list[Candidate]:
     """Two structured calls. Raises ServiceUnavailable when the model is unreachable (the task retries).
 
     A model told that the message is data can still be fooled by it: what it returns is screened for
     instructions to the assistant before anything else sees it (the second prompt included)."""
-    explicit = candidates_screen(_candidates(
+    explicit = _drawn_from(candidates_screen(_candidates(
         _answer(system=_EXPLICIT.format(who=who), user=_prompt(text, context),
                 schema_name="explicit_memories", schema=SCHEMA),
-        source_type="user_stated", extractor="llm", min_confidence=0.5), who=who)
+        source_type="user_stated", extractor="llm", min_confidence=0.5), who=who), text, who)
     known = "; ".join(c.text for c in explicit) or "nothing"
-    implicit = candidates_screen(_candidates(
+    implicit = _drawn_from(candidates_screen(_candidates(
         _answer(system=_IMPLICIT.format(who=who, known=known), user=_prompt(text, context),
                 schema_name="implicit_preferences", schema=SCHEMA),
-        source_type="inferred", extractor="llm-implicit", min_confidence=0.6), who=who)
+        source_type="inferred", extractor="llm-implicit", min_confidence=0.6), who=who), text, who)
     # Pass two is about preferences; a "fact" it infers is still only an inference.
     for c in implicit:
         c.confidence = min(c.confidence, 0.75)

@@ -102,6 +102,22 @@ def test_extraction_falls_back_to_the_rules_when_the_model_answers_off_schema(mo
     assert len(sent) == 2
 
 
+def test_extraction_keeps_only_memories_that_share_a_word_with_the_message(model):
+    from memory.extraction.llm_extract import llm_extract
+
+    replies, _ = model
+
+    def memories(*items):
+        return json.dumps({"memories": [{"kind": k, "text": t, "subject": "", "value": "", "confidence": 0.9}
+                                        for k, t in items]})
+
+    replies += [memories(("fact", "Dana is flying from SFO next Tuesday."), ("fact", "Dana lives in Berlin.")),
+                memories(("preference", "Dana prefers quiet rooms."), ("preference", "Dana likes cheap flights."))]
+    found = llm_extract("I need a flight from SFO to NYC next Tuesday, under $400.", who="Dana")
+    # "quiet rooms" is the prompt's own example and Berlin a guess: neither has a word of the message.
+    assert [c.text for c in found] == ["Dana is flying from SFO next Tuesday.", "Dana likes cheap flights."]
+
+
 def test_background_calls_wait_while_a_user_call_is_in_flight(settings):
     settings.LLM_BACKGROUND_CONCURRENCY, settings.LLM_BACKGROUND_HOLD_SECONDS = 1, 10
     events: list[str] = []
