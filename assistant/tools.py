@@ -19,6 +19,9 @@ from sessions.models import Message
 log = logging.getLogger(__name__)
 
 RECALL_LIMIT = 8
+# A recall returns at least this many: a memory is often corrected by a later one ("change it to Newark"), and a
+# single result cannot show the correction. Small models ask for k=1 out of habit.
+RECALL_MIN = 3
 TEXT_MAX_CHARS = 1_000
 LIST_MAX_ITEMS = 20
 MEMORY_KINDS = ("preference", "fact", "goal", "event", "procedure")
@@ -94,7 +97,7 @@ def _recall(ctx: ToolContext, args: dict) -> dict:
         raise ToolError("'k' must be an integer.")
     try:
         found = memory_retrieve(tenant=ctx.tenant, user=ctx.user, query=query, goal=ctx.goal,
-                                k=max(1, min(k, RECALL_LIMIT)))
+                                k=max(RECALL_MIN, min(k, RECALL_LIMIT)))
     except ServiceUnavailable:
         raise ToolError("Long-term memory is unavailable right now; answer from the conversation.")
     for m in found:
@@ -212,7 +215,7 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool("recall", "Search what is remembered about this user from earlier sessions (preferences, facts, past "
                    "events). Results carry provenance and an id usable with forget.",
          _schema({"query": {"type": "string", "description": "What to look for, in plain words."},
-                  "k": {"type": "integer", "description": "How many memories at most (1-8).", "minimum": 1,
+                  "k": {"type": "integer", "description": "How many memories at most (3-8).", "minimum": RECALL_MIN,
                         "maximum": RECALL_LIMIT}}, ["query"]),
          _recall),
     Tool("remember", "Store one durable fact or preference about the user for future sessions. Pass the user's "

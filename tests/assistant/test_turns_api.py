@@ -392,3 +392,15 @@ def test_remember_replaces_a_subjects_value_only_when_the_memory_states_it(llm, 
     assert by_text["Ada prefers aisle seats."].status == "active" and by_text["Ada prefers aisle seats."].subject == ""
     assert by_text["Ada flies to Lisbon."].status == "superseded"  # by the memory that does state Porto
     assert by_text["Ada flies to Porto now."].status == "active"
+
+
+def test_a_recall_for_one_memory_still_shows_the_later_correction(llm, stored, alice, alice_user, alice_client,
+                                                                   alice_session):
+    first = stored(alice, alice_user, "Dana wants a flight from SFO to NYC next Tuesday")
+    later = stored(alice, alice_user, "Dana changed the flight's destination from NYC to Newark")
+    stored(alice, alice_user, "Dana has a cat called Miso")
+    llm.add(tool_step(call("recall", {"query": "Dana's flight from SFO to NYC", "k": 1}, "r")), answer("Newark."))
+    resp = alice_client.post(turns_url(alice_session.id), {"input": "Which flight was it?"}, format="json")
+    assert resp.status_code == 200, resp.content
+    found = {m["id"] for m in observation(llm.requests[1], "r")["memories"]}
+    assert {str(first.pk), str(later.pk)} <= found
