@@ -196,8 +196,7 @@ def _cut_item_dropped(value, validator):
     items = value.get(path[0]) if len(path) == 2 else None
     if not isinstance(items, list) or path[1] != len(items) - 1:
         return value
-    key = path[0]
-    return {**value, key: items[:-1]}
+    return {**value, path[0]: items[:-1]}
 
 
 def structured_completion(*, system: str, user: str, schema_name: str, schema: dict, fast: bool = True,

@@ -1,16 +1,16 @@
-"""The settings that fit the embedded local model (a 0.5B model on llama-server, a few CPU cores), in one place.
+"""The settings that fit the embedded local model (a 0.5B or 1.5B model on llama-server, a few CPU cores), in one place.
 
 scripts/run exports them (`scripts/local_model.py env` prints them; a value already in the environment wins), and
 the real-model tests and benchmarks apply them, so all three meet the model configured the same way. Each entry is
 an ordinary setting (config/settings/base.py says what it does). Plain Python, no imports: scripts/local_model.py
 reads it before anything is installed.
 
-Why these values: the model generates ~20 tokens/s, so calls are short and a timed-out call is not retried; one tool
+Why these values: the model generates 10-20 tokens/s, so calls are short and a timed-out call is not retried; one tool
 step a turn, then the answer (shown its own call and result, a small model calls again rather than answer);
 temperature 0 (sampled at a server's usual 0.8 it invents arguments and calls); one background slot beside the
 turn's, with background work held while a user waits; no query rewrite (a model call per context read); and the
 JSON-schema length bounds sent along, which llama-server compiles into its grammar, so a string or a list cannot
-run on until max_tokens (a repeat loop inside one string was the 0.5B model's commonest failure); an answer cut by
+run on until max_tokens (a repeat loop inside one string was the small models' commonest failure); an answer cut by
 max_tokens is closed by the one repair try, keeping its complete items.
 """
 
