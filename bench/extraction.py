@@ -147,10 +147,9 @@ def main(argv=None) -> dict:
 
             probe = openai.OpenAI(base_url=args.base_url, api_key="not-needed", timeout=10, max_retries=0)
             settings.LLM_BASE_URL, settings.LLM_MODEL = args.base_url, probe.models.list().data[0].id
-            from infra.local_profile import LOCAL_PROFILE
+            from infra.local_profile import profile_apply
 
-            for name, value in LOCAL_PROFILE.items():  # the model configured as scripts/run configures it
-                setattr(settings, name, value)
+            profile_apply(settings)  # the model configured as scripts/run configures it
             llm._client.cache_clear()
             result["model"] = settings.LLM_MODEL
         tenant = tenant_create(name=f"extraction {mode}", slug=f"extraction-{mode}-{uuid.uuid4().hex[:6]}",

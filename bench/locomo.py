@@ -211,23 +211,21 @@ def percentile(values: list[float], q: float) -> float:
 def _plan_queries_with(base_url: str, settings, saved: Path | None) -> None:
     """Questions searched as a turn with a model searches them: one planning call per question (cached, so the
     top-k call and each budget's call search the same plan), its time kept apart from retrieval's latency."""
-    import functools
-
     import openai
 
     from infra import llm
-    from infra.local_profile import LOCAL_PROFILE
+    from infra.local_profile import profile_apply
     from memory import retrieval
 
     probe = openai.OpenAI(base_url=base_url, api_key="not-needed", timeout=10, max_retries=0)
-    for name, value in LOCAL_PROFILE.items():
-        setattr(settings, name, value)
+    profile_apply(settings)
     settings.LLM_BASE_URL, settings.LLM_MODEL = base_url, probe.models.list().data[0].id
     settings.MEMORY_QUERY_REWRITE = True
     llm._client.cache_clear()
     inner, plans = retrieval.query_plan, {}
     if saved is not None and saved.is_file():
-        plans = {q: retrieval.QueryPlan(p["text"], tuple(p["parts"])) for q, p in json.loads(saved.read_text()).items()}
+        plans = {q: retrieval.QueryPlan(p["text"], tuple(p["parts"]))
+                 for q, p in json.loads(saved.read_text()).items()}
 
     def planned(text):
         if text not in plans:
@@ -238,12 +236,11 @@ def _plan_queries_with(base_url: str, settings, saved: Path | None) -> None:
             if saved is not None:
                 saved.write_text(json.dumps({q: {"text": p.text, "parts": list(p.parts)} for q, p in plans.items()},
                                             indent=1))
-        PLANNED["with_parts"] += bool(plans[text].parts) and text not in PLANNED["counted"]
-        PLANNED["counted"].add(text)
+        PLANNED["asked"][text] = plans[text]
         return plans[text]
 
     retrieval.query_plan = planned
-    PLANNED.update(calls=0, seconds=0.0, with_parts=0, counted=set())
+    PLANNED.update(calls=0, seconds=0.0, asked={})
 
 
 PLANNED: dict = {}
@@ -442,8 +439,9 @@ def main(argv=None) -> dict:
         "conversations": len(data),
         "questions": questions,
         "llm": bool(args.use_llm),
-        "query_planning": ({**{k: v for k, v in PLANNED.items() if k != "counted"}, "model": settings.LLM_MODEL,
-                            "seconds": round(PLANNED["seconds"], 1)}
+        "query_planning": ({"model": settings.LLM_MODEL, "calls": PLANNED["calls"],
+                            "seconds": round(PLANNED["seconds"], 1),
+                            "with_parts": sum(bool(p.parts) for p in PLANNED["asked"].values())}
                            if args.llm_queries else None),
         "shape": args.shape + (" (assistant turns dropped)" if args.drop_assistant_turns else ""),
         "memories": total_memories,

@@ -29,6 +29,12 @@ LOCAL_PROFILE = {
 }
 
 
+def profile_apply(settings) -> None:
+    """Set every entry on a settings object (django.conf.settings, or pytest-django's `settings` fixture)."""
+    for name, value in LOCAL_PROFILE.items():
+        setattr(settings, name, value)
+
+
 def _shell_value(value) -> str:
     import json
 

@@ -147,8 +147,9 @@ def test_long_neighbouring_turns_are_left_out_so_the_budget_holds_more_hits(alic
                                   start=MAY_8 + timedelta(days=7 * i))
         session_end(tenant=alice, session_id=session.pk, reason="test")
 
-    found = memory_retrieve(tenant=alice, user=alice_user, query="What did I say about the deploy pipeline's canary step?",
-                            k=settings.CONTINUUM_CONTEXT_MEMORY_K, token_budget=400, neighbours=turns_around)
+    question = "What did I say about the deploy pipeline's canary step?"
+    found = memory_retrieve(tenant=alice, user=alice_user, query=question, k=settings.CONTINUUM_CONTEXT_MEMORY_K,
+                            token_budget=400, neighbours=turns_around)
     assert {m.text.removeprefix("Ada: ") for m in found if m.source_type == "user_stated"} >= set(asks)
     assert count_tokens(memories_block(found)) <= 400
     assert all(not n.endswith("…") for m in found for n in m.neighbours)

@@ -56,12 +56,11 @@ def real_llm(settings, real_model_id, monkeypatch):
     """Continuum configured for the real local model, with timeouts that fit a CPU model; yields a call counter."""
     from assistant import react
     from infra import llm
-    from infra.local_profile import LOCAL_PROFILE
+    from infra.local_profile import profile_apply
 
     settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_API_KEY = _base_url(), real_model_id, ""
     settings.LLM_FAST_MODEL = ""
-    for name, value in LOCAL_PROFILE.items():  # configured as scripts/run configures the local model
-        setattr(settings, name, value)
+    profile_apply(settings)  # configured as scripts/run configures the local model
     llm._client.cache_clear()
     counter = CallCounter()
     monkeypatch.setattr(llm, "chat_completion_send", counter.wrap(llm.chat_completion_send))
