@@ -221,8 +221,12 @@ CONTINUUM_ANCHOR_TOKEN_THRESHOLD = env.int("CONTINUUM_ANCHOR_TOKEN_THRESHOLD", d
 CONTINUUM_ANCHOR_MAX_TOKENS = env.int("CONTINUUM_ANCHOR_MAX_TOKENS", default=120)
 # The composed context: a total budget and a cap per section (tokens, tiktoken).
 CONTINUUM_CONTEXT_BUDGET = env.int("CONTINUUM_CONTEXT_BUDGET", default=4000)
+# The standing profile's cap: about ten instruction or preference lines with their provenance; bounded so a user
+# with many preferences cannot crowd out what this turn retrieves.
+CONTINUUM_PROFILE_MAX_TOKENS = env.int("CONTINUUM_PROFILE_MAX_TOKENS", default=250)
 CONTINUUM_CONTEXT_CAPS = env.json("CONTINUUM_CONTEXT_CAPS", default={
-    "system": 1500, "bridge": 300, "anchors": 600, "state": 400, "memories": 800, "recent": 1200})
+    "system": 1500, "profile": CONTINUUM_PROFILE_MAX_TOKENS, "bridge": 300, "anchors": 600, "state": 400,
+    "memories": 800, "recent": 1200})
 CONTINUUM_CONTEXT_MEMORY_K = env.int("CONTINUUM_CONTEXT_MEMORY_K", default=8)
 CONTINUUM_SYSTEM_PROMPT = env("CONTINUUM_SYSTEM_PROMPT", default=(
     "You are a helpful assistant that remembers earlier conversations with this user. Use the context below "

@@ -3,6 +3,7 @@ ids)."""
 from django.urls import path
 
 from . import controls
+from .profile import UserProfileApi
 
 urlpatterns = [
     path("users/<str:user_id>/memories", controls.UserMemoryListApi.as_view(), name="user-memories"),
@@ -11,5 +12,6 @@ urlpatterns = [
          name="user-memories-bulk-delete"),
     path("users/<str:user_id>/memories/<str:memory_id>", controls.UserMemoryDetailApi.as_view(),
          name="user-memory-detail"),
+    path("users/<str:user_id>/profile", UserProfileApi.as_view(), name="user-profile"),
     path("users/<str:user_id>/erase", controls.UserEraseApi.as_view(), name="user-erase"),
 ]
