@@ -70,6 +70,9 @@ def _args(argv=None):
     p.add_argument("--misses", default="", metavar="FILE",
                    help="write the questions not fully answered within 1,000 tokens here (JSON): type, evidence "
                         "turns and their text, and what was returned")
+    p.add_argument("--no-profile", action="store_true",
+                   help="leave the standing profile out of each budget (for a figure without it); by default each "
+                        "budget holds the profile section first, as a composed context does, and retrieval the rest")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch CPU threads (more threads than idle cores make one short query ~20x slower)")
     return p.parse_args(argv)
@@ -286,6 +289,7 @@ def main(argv=None) -> dict:
     from infra.embedder import get_embedder, set_embedder
     from infra.tokens import count_tokens
     from memory.models import MemoryRecord
+    from memory.profile import profile_budget, profile_render, profile_select
     from memory.rendering import memories_block
     from memory.retrieval import memory_retrieve_for_users
     from infra.vector_store import Scope, get_vector_store
@@ -404,16 +408,24 @@ def main(argv=None) -> dict:
                 ours["recall_at"][k].append(evidence_recall(evidence, found))
             for budget in BUDGETS:
                 start = time.perf_counter()
+                # The standing profile first, in its own bounded section (read by kind, not by the question, as a
+                # composed context reads it on every turn); retrieval fills what is left of the budget.
+                shown, profile_tokens = [], 0
+                if not args.no_profile:
+                    entries = [e for u in users for e in profile_select(tenant=tenant, user=u)]
+                    _, profile_tokens, shown = profile_render(entries, limit_tokens=profile_budget(budget))
                 got = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=1000,
-                                                token_budget=budget, record_access=False, neighbours=turns_around)
+                                                token_budget=budget - profile_tokens, record_access=False,
+                                                neighbours=turns_around)
                 elapsed = (time.perf_counter() - start) * 1000
                 if budget == 1000:
                     ours["latency_ms"].append(elapsed)
                 found = set().union(*[memory_dia_ids(m, dia_of) for m in got]) if got else set()
+                found |= {dia_of[e.source_message_id] for e in shown if e.source_message_id in dia_of}
                 r = evidence_recall(evidence, found)
                 ours["recall_within"][budget].append(r)
                 # What the model reads (the rendered block: headings, dates, neighbours), and the memory text alone.
-                ours["tokens"][budget].append(count_tokens(memories_block(got)) if got else 0)
+                ours["tokens"][budget].append((count_tokens(memories_block(got)) if got else 0) + profile_tokens)
                 ours["tokens_text_only"][budget].append(
                     sum(count_tokens(m.text) + sum(count_tokens(n) for n in m.neighbours) for m in got))
                 if budget == 1000:
@@ -475,6 +487,7 @@ def main(argv=None) -> dict:
                             "with_parts": sum(bool(p.parts) for p in PLANNED["asked"].values())}
                            if args.llm_queries else None),
         "shape": args.shape + (" (assistant turns dropped)" if args.drop_assistant_turns else ""),
+        "profile": not args.no_profile,
         "memories": total_memories,
         "memories_with_provenance": with_provenance,
         "import_seconds": round(import_seconds, 1),
@@ -503,7 +516,7 @@ def _print(r: dict) -> None:
     s, b = r["service"], r["dense_baseline"]
     print(f"\nLoCoMo retrieval: {r['conversations']} conversations, {r['questions']} questions (categories 1-4), "
           f"{r['memories']} memories ({r['memories_with_provenance']} with a source message), LLM: {r['llm']}, "
-          f"shape: {r['shape']}")
+          f"shape: {r['shape']}, standing profile in each budget: {r.get('profile')}")
     if r.get("query_planning"):
         q = r["query_planning"]
         print(f"queries planned by {q['model']}: {q['calls']} calls, {q['seconds']} s, {q['with_parts']} with parts")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
+
 from infra.tokens import count_tokens
 from tenants.models import EndUser, Tenant
 
@@ -67,6 +69,12 @@ def profile_select(*, tenant: Tenant, user: EndUser, limit: int = 30) -> list[Pr
                          session_id=str(m.session_id) if m.session_id else None,
                          source_message_id=str(m.source_message_id) if m.source_message_id else None)
             for m in chosen[:limit]]
+
+
+def profile_budget(total: int) -> int:
+    """The profile's share of a context budget: its configured cap, and never more than a quarter of the total,
+    so what the turn retrieves keeps most of a small budget."""
+    return max(0, min(settings.CONTINUUM_PROFILE_MAX_TOKENS, total // 4))
 
 
 def profile_line(entry: ProfileEntry) -> str:

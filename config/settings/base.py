@@ -252,6 +252,12 @@ MEMORY_NEIGHBOUR_EXPANSION_HITS = env.int("MEMORY_NEIGHBOUR_EXPANSION_HITS", def
 # Long messages are stored as passages of at most this many tokens (memory/extraction/passages.py: the bound
 # keeps a passage inside the embedding model's 256-word-piece window).
 MEMORY_PASSAGE_MAX_TOKENS = env.int("MEMORY_PASSAGE_MAX_TOKENS", default=160)
+# Under a token budget, a memory longer than this is shown as its best sentences for the query (memory/excerpts.py):
+# an answer sits in a sentence or two, and ~60 tokens holds two or three ordinary sentences, so a budget holds
+# evidence from several times as many turns. 0 shows memories whole.
+MEMORY_EXCERPT_MAX_TOKENS = env.int("MEMORY_EXCERPT_MAX_TOKENS", default=60)
+# Below this, a cut sentence says too little to be worth its tokens.
+MEMORY_EXCERPT_MIN_TOKENS = env.int("MEMORY_EXCERPT_MIN_TOKENS", default=12)
 MEMORY_EXTRACTION_LOCK_SECONDS = env.int("MEMORY_EXTRACTION_LOCK_SECONDS", default=300)
 # With an LLM configured, the retrieval query is also rewritten by it (one fast call per turn).
 MEMORY_QUERY_REWRITE = env.bool("MEMORY_QUERY_REWRITE", default=True)
