@@ -241,6 +241,18 @@ def _shortlist(ordered: list[_Candidate], *, k: int, token_budget: int | None) -
     return out
 
 
+def _diversified(scored: list[tuple[int, float, _Candidate]]) -> list[tuple[int, float, _Candidate]]:
+    """The session prior counts once per session and tier: a session's best candidate keeps it, the others stand on
+    their own score. The prior says a session is about the topic; once one of its memories is in, a second one must
+    earn its place against the best of other sessions, so a topic that runs across sessions comes back from many of
+    them (a thread) instead of several times from the one that discussed it most."""
+    best: dict[tuple, str] = {}
+    for tier, score, c in sorted(scored, key=lambda tsc: -tsc[1]):
+        best.setdefault((tier, c.payload.get("session_id") or c.memory_id), c.memory_id)
+    return [(tier, score if best[(tier, c.payload.get("session_id") or c.memory_id)] == c.memory_id
+             else score - (c.score - c.fused), c) for tier, score, c in scored]
+
+
 def _adjust(c: _Candidate, row: dict, now: datetime) -> float:
     created = row["created_at"]
     age_days = max(0.0, (now - created).total_seconds() / 86400.0) if created else 0.0
@@ -339,9 +351,10 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for _, c in shortlist], now=now)
     # (final score, row), best first within each tier: each candidate's adjusted score is computed once and shown
     # as it ranked.
-    ranked = [(score, row) for _, score, row in sorted(
-        ((tier, _adjust(c, rows[c.memory_id], now), rows[c.memory_id]) for tier, c in shortlist
-         if c.memory_id in rows), key=lambda tsr: (tsr[0], -tsr[1]))]
+    scored = [(tier, _adjust(c, rows[c.memory_id], now), c) for tier, c in shortlist if c.memory_id in rows]
+    if settings.MEMORY_SESSION_DIVERSITY:
+        scored = _diversified(scored)
+    ranked = [(score, rows[c.memory_id]) for _, score, c in sorted(scored, key=lambda tsc: (tsc[0], -tsc[1]))]
     names = {str(u.pk): (u.display_name or "").strip() or "The user" for u in users}
     expand = neighbours is not None and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     nearby = {}

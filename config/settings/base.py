@@ -256,6 +256,9 @@ MEMORY_PASSAGE_MAX_TOKENS = env.int("MEMORY_PASSAGE_MAX_TOKENS", default=160)
 # an answer sits in a sentence or two, and ~60 tokens holds two or three ordinary sentences, so a budget holds
 # evidence from several times as many turns. 0 shows memories whole.
 MEMORY_EXCERPT_MAX_TOKENS = env.int("MEMORY_EXCERPT_MAX_TOKENS", default=60)
+# A session's prior (topic locality) lifts only its best memory, so a topic that runs across sessions comes back
+# from many of them (memory/retrieval.py _diversified).
+MEMORY_SESSION_DIVERSITY = env.bool("MEMORY_SESSION_DIVERSITY", default=False)
 # Below this, a cut sentence says too little to be worth its tokens.
 MEMORY_EXCERPT_MIN_TOKENS = env.int("MEMORY_EXCERPT_MIN_TOKENS", default=12)
 MEMORY_EXTRACTION_LOCK_SECONDS = env.int("MEMORY_EXTRACTION_LOCK_SECONDS", default=300)
