@@ -361,6 +361,7 @@ def main(argv=None) -> dict:
     by_category: dict[int, list[float]] = {c: [] for c in CATEGORIES}
     by_type: dict[str, list[float]] = {}
     base_by_type: dict[str, list[float]] = {}
+    answer_shown: dict[str, list[bool]] = {}  # short answers only: does the text the model reads contain it?
     misses: list[dict] = []
     for sample in data:
         conv = sample["conversation"]
@@ -410,10 +411,10 @@ def main(argv=None) -> dict:
                 start = time.perf_counter()
                 # The standing profile first, in its own bounded section (read by kind, not by the question, as a
                 # composed context reads it on every turn); retrieval fills what is left of the budget.
-                shown, profile_tokens = [], 0
+                shown, profile_tokens, profile_text = [], 0, ""
                 if not args.no_profile:
                     entries = [e for u in users for e in profile_select(tenant=tenant, user=u)]
-                    _, profile_tokens, shown = profile_render(entries, limit_tokens=profile_budget(budget))
+                    profile_text, profile_tokens, shown = profile_render(entries, limit_tokens=profile_budget(budget))
                 got = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=1000,
                                                 token_budget=budget - profile_tokens, record_access=False,
                                                 neighbours=turns_around)
@@ -429,6 +430,12 @@ def main(argv=None) -> dict:
                 ours["tokens_text_only"][budget].append(
                     sum(count_tokens(m.text) + sum(count_tokens(n) for n in m.neighbours) for m in got))
                 if budget == 1000:
+                    answer = str(qa.get("answer", "")).strip().lower()
+                    if answer and len(answer.split()) <= 3:
+                        # Recall counts a turn when any memory of it is shown; this asks whether the words that
+                        # answer were among what was shown (an excerpt may have left them out).
+                        read = (memories_block(got) + "\n" + profile_text).lower()
+                        answer_shown.setdefault(question_type(qa), []).append(answer in read)
                     by_category[qa["category"]].append(r)
                     by_type.setdefault(question_type(qa), []).append(r)
                     if r < 1 and args.misses:
@@ -498,6 +505,8 @@ def main(argv=None) -> dict:
                                                    for c, v in by_category.items() if v},
         "service_recall_within_1000_by_type": {t: {"recall": round(statistics.mean(v), 3), "questions": len(v)}
                                                for t, v in sorted(by_type.items())},
+        "short_answer_shown_within_1000_by_type": {t: {"rate": round(statistics.mean(v), 3), "questions": len(v)}
+                                                   for t, v in sorted(answer_shown.items())},
         "dense_baseline_recall_within_1000_by_type": {t: round(statistics.mean(v), 3)
                                                       for t, v in sorted(base_by_type.items())},
         "notes": "service latency: one memory_retrieve_for_users call with a 1,000-token budget over both "
@@ -541,6 +550,9 @@ def _print(r: dict) -> None:
           f"   retrieval p95 = {s['p95_over_floor_p95']:.2f}x the floor's p95")
     print(f"full conversation: {r['full_conversation_tokens_mean']:.0f} tokens on average; "
           f"recall within 1,000 tokens by category: {r['service_recall_within_1000_by_category']}")
+    if r.get("short_answer_shown_within_1000_by_type"):
+        print("short answers (3 words or fewer) shown within 1,000 tokens: " + ", ".join(
+            f"{t} {v['rate']:.3f} ({v['questions']})" for t, v in r["short_answer_shown_within_1000_by_type"].items()))
     print("recall within 1,000 tokens by type (service / dense baseline, questions): " + ", ".join(
         f"{t} {v['recall']:.3f} / {r['dense_baseline_recall_within_1000_by_type'][t]:.3f} ({v['questions']})"
         for t, v in r["service_recall_within_1000_by_type"].items()))
