@@ -84,16 +84,23 @@ _INSTRUCTION_OPENER = re.compile(
 _STANDING_SCOPE = re.compile(
     r"\b(?:always|never|every|everything|each|any|anything|all|whenever|unless|from\s+now\s+on|going\s+forward|"
     r"in\s+(?:the\s+)?future|by\s+default|each\s+time|every\s+time)\b", re.I)
-# "Never mind", "always a pleasure": set phrases, not orders.
+# "Never mind", "always a pleasure", "never saw this coming": set phrases and reports, not orders (after always or
+# never, an order has a verb's base form, not a past form or "here").
 _NOT_INSTRUCTION = re.compile(r"^\s*(?:never\s+mind|don't\s+worry|do\s+not\s+worry|be\s+(?:careful|safe)|"
-                              r"(?:always|never)\s+(?:a|an|the|so|too|again|ever)\b)", re.I)
-
-
+                              r"(?:always|never)\s+(?:a|an|the|so|too|again|ever|here|there|had|was|were|did|been|"
+                              r"saw|seen|knew|thought|got|felt|[a-z]+ed)\b)", re.I)
+# A standing instruction to an assistant governs what it produces: its answers, what it writes and how. Encouragement
+# between people ("keep going and never give up!", "don't let anything stop you") names none of that.
+_OUTPUT = re.compile(
+    r"\b(?:answers?|answering|repl(?:y|ies)|respon(?:d|ses?)|write|writing|written|draft\w*|code|snippets?|"
+    r"examples?|suggest\w*|recommend\w*|propos\w*|explain\w*|explanations?|format\w*|units?|dates?|times?|"
+    r"languages?|spell\w*|tone|words|bullets?|lists?|links?|cite|citations?|sources?|tests?|summar\w*|"
+    r"mention\w*|show|label\w*|quote\w*|me|my)\b", re.I)
 def instruction_of(sentence: str) -> str | None:
     """The sentence as a standing instruction, or None when it is not one."""
     s = sentence.strip()
     if (len(s) > 240 or _NOT_INSTRUCTION.match(s) or not _INSTRUCTION_OPENER.match(s)
-            or not _STANDING_SCOPE.search(s)):
+            or not _STANDING_SCOPE.search(s) or not _OUTPUT.search(s)):
         return None
     return s if s.endswith((".", "!", "?")) else s + "."
 

@@ -28,6 +28,10 @@ def test_standing_instructions_are_procedures(sentence):
     "Never mind, it works now.",
     "Always a pleasure talking to you!",
     "Show me the logs.",
+    "Keep going and never give up!",  # encouragement between people: nothing about what the assistant produces
+    "Don't let anything stop you.",
+    "Never had a chance to visit it.",
+    "Always here to help.",
 ])
 def test_one_off_requests_habits_and_set_phrases_are_not_instructions(sentence):
     assert instruction_of(sentence) is None
