@@ -285,21 +285,20 @@ def main(argv=None) -> dict:
     _setup_django(args, workdir)
 
     import numpy as np
+    import torch
 
+    from context.composer import ContextBudget, memory_section_overhead
     from infra.embedder import get_embedder, set_embedder
     from infra.tokens import count_tokens
+    from infra.vector_store import Scope, get_vector_store
     from memory.models import MemoryRecord
     from memory.profile import profile_budget, profile_render, profile_select
     from memory.rendering import memories_block
     from memory.retrieval import memory_retrieve_for_users
-    from infra.vector_store import Scope, get_vector_store
-    from sessions.turn_reads import turns_around
-    from context.composer import ContextBudget, memory_section_overhead
     from sessions.models import Message
+    from sessions.turn_reads import turns_around
     from tenants.models import EndUser, Tenant
     from tenants.services import tenant_create
-
-    import torch
 
     torch.set_num_threads(max(1, args.torch_threads))
     from django.conf import settings

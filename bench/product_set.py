@@ -417,7 +417,8 @@ class Conversation:
                 f"With caching in place the {{e}} page is down to {cc} seconds."]
         for n, (s, text) in enumerate(zip(psess, perf)):
             self.plant(f"perf{n}", s, _fmt(text, c))
-        self.ask("across-sessions", "How did the load time of {p}'s {e} page evolve?", f"{a} s, then {b} s, then {cc} s",
+        self.ask("across-sessions", "How did the load time of {p}'s {e} page evolve?",
+                 f"{a} s, then {b} s, then {cc} s",
                  ["perf0", "perf1", "perf2"])
         self.ask("single-session", "How long did the {e} page take to load after the index was added?", f"{b} seconds",
                  ["perf1"])

@@ -18,7 +18,6 @@ from django.conf import settings
 
 from infra.errors import ValidationFailed
 from infra.tokens import count_message_tokens, count_tokens, count_tokens_known, message_tokens, truncate_to_tokens
-
 from memory.profile import profile_budget, profile_render
 from memory.rendering import memories_block
 
@@ -291,7 +290,8 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
                 truncate_to_tokens(prompt, limit - tools_tokens)
             return Rendered(text=text, tokens=count_tokens(text) + tools_tokens)
         if section == "profile":
-            text, tokens, kept = profile_render(list(profile or []), limit_tokens=min(limit, profile_budget(plan.total)))
+            text, tokens, kept = profile_render(list(profile or []),
+                                               limit_tokens=min(limit, profile_budget(plan.total)))
             return Rendered(text=text, tokens=tokens, kept=kept)
         if section == "bridge":
             return Rendered(*_render_bridges(bridges, limit))

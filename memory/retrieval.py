@@ -38,6 +38,8 @@ from infra.embedder import embed_soon
 from infra.errors import ServiceUnavailable
 from infra.task_queue import task_enqueue
 from infra.tokens import count_tokens
+from infra.vector_store import Scope, ScopeMissing, get_vector_store
+from infra.vector_store.base import Search
 
 from .excerpts import excerpt, key_weights, query_keys
 from .extraction.classify import informative_text
@@ -45,8 +47,6 @@ from .models import MemoryKind
 from .provenance import provenance_line
 from .rendering import BlockBudget
 from .retrieval_reads import memory_rows
-from infra.vector_store import Scope, ScopeMissing, get_vector_store
-from infra.vector_store.base import Search
 
 log = logging.getLogger(__name__)
 
@@ -404,7 +404,8 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             cost, last = block.cost(m), True
             if not block.fits(cost):
                 break
-        if expand and not last and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS and row["kind"] == MemoryKind.EVENT:
+        if (expand and not last and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS
+                and row["kind"] == MemoryKind.EVENT):
             turns = [(mid, t) for mid, t in nearby.get(row["id"], []) if mid not in shown_turns]
             if turns:
                 m.neighbours, m.neighbour_message_ids = [t for _, t in turns], [mid for mid, _ in turns]

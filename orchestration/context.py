@@ -7,8 +7,14 @@ import logging
 from django.conf import settings
 
 from context.buffer import buffer_get
-from context.composer import (ContextBudget, TurnContext, as_budget, context_compose, memory_query,
-                              memory_section_overhead)
+from context.composer import (
+    ContextBudget,
+    TurnContext,
+    as_budget,
+    context_compose,
+    memory_query,
+    memory_section_overhead,
+)
 from infra.errors import ServiceUnavailable
 from memory import retrieval
 from memory.profile import profile_select

@@ -38,7 +38,8 @@ class ProfileOutput(serializers.Serializer):
 class UserProfileApi(APIView):
     @extend_schema(
         operation_id="user_profile",
-        parameters=[OpenApiParameter("limit", int, required=False, description=f"At most this many entries, 1–{MAX_LIMIT}.")],
+        parameters=[OpenApiParameter("limit", int, required=False,
+                                     description=f"At most this many entries, 1–{MAX_LIMIT}.")],
         responses={200: ProfileOutput},
         summary="The user's standing profile: active instructions, preferences and key facts, current values only, "
                 "with provenance, most binding first.",

@@ -7,18 +7,20 @@ from types import SimpleNamespace
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from infra.errors import ServiceUnavailable, ValidationFailed
-from infra.tokens import count_message_tokens, count_tokens
-from memory.retrieval import RetrievedMemory
 from context import composer
 from context.buffer import Buffer, buffer_add_facts, buffer_record_tool, buffer_set_goal, buffer_update_notes
 from context.composer import ContextBudget, context_compose
 from context.links import LinkedBridge
-from sessions.services import NewMessage
+from infra.errors import ServiceUnavailable, ValidationFailed
+from infra.tokens import count_message_tokens, count_tokens
+from memory.retrieval import RetrievedMemory
 from orchestration.context import turn_context
 from orchestration.messages import messages_record
+from sessions.services import NewMessage
 
 
 def memory(text: str, kind: str = "preference", score: float = 0.9) -> RetrievedMemory:
@@ -185,7 +187,8 @@ def test_composed_context_never_exceeds_the_budget(buf, new_input, total, caps, 
 
     mems = [memory(f"memory {i} " + new_input[: i * 20]) for i in range(n_memories)]
     profile = [ProfileEntry(memory_id=str(i), kind="procedure", subject="", text=f"rule {i} " + prompt[: i * 15],
-                            source_type="user_stated", confidence=0.8, created_at=datetime(2024, 1, 1, tzinfo=timezone.utc),
+                            source_type="user_stated", confidence=0.8,
+                            created_at=datetime(2024, 1, 1, tzinfo=timezone.utc),
                             session_id=None, source_message_id=None) for i in range(n_bridges + 1)]
     bridges = [LinkedBridge(kind="same_user", session_id=str(i), text=prompt + f" bridge {i}", goal="g",
                             closed_at=None, score=1.0) for i in range(n_bridges)]

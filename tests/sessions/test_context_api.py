@@ -5,8 +5,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from infra.tokens import count_message_tokens
-from sessions.services import NewMessage
 from orchestration.messages import messages_record
+from sessions.services import NewMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
