@@ -18,7 +18,7 @@ SEARCH, STORE, DELETE, TRANSACT, SEND = "search", "store", "delete", "transact",
 ACTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     SEARCH: (("found", "searched", "looked up", "looked into", "checked", "retrieved", "pulled up", "researched",
               "compared", "located"),
-             ("search", "find", "lookup", "look_up", "query", "fetch", "get", "list", "browse", "recall")),
+             ("search", "find", "lookup", "look_up", "query", "fetch", "get", "list", "browse")),
     STORE: (("saved", "stored", "noted", "recorded", "added", "updated", "changed", "set", "marked", "switched",
              "logged"),
             ("remember", "save", "store", "note", "update", "set", "add", "change", "edit", "create", "write",
