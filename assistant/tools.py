@@ -14,7 +14,7 @@ from context.buffer import (buffer_add_subgoal, buffer_complete_subgoal, buffer_
                             buffer_update_notes)
 from infra.claims import DELETE, STORE, actions_of_tool
 from infra.errors import AppError, NotFound, ServiceUnavailable
-from memory.actions import memory_delete, memory_remember
+from memory.actions import INCOMPLETE, INCOMPLETE_REASON, memory_delete, memory_remember_statements
 from memory.retrieval import memory_retrieve
 from orchestration.messages import source_of
 from sessions.models import Message
@@ -147,7 +147,7 @@ def _remember(ctx: ToolContext, args: dict) -> dict:
         # copied from elsewhere, or none) is dropped: the memory is kept, and replaces nothing.
         subject = value = ""
     try:
-        record, outcome = memory_remember(
+        results = memory_remember_statements(
             tenant=ctx.tenant, user=ctx.user, kind=kind, text=text, source_type=source_type,
             confidence=0.9 if said_in is not None else 0.6, session_id=ctx.session.pk,
             source=source_of(said_in or ctx.user_message) if (said_in or ctx.user_message) is not None else None,
@@ -155,14 +155,21 @@ def _remember(ctx: ToolContext, args: dict) -> dict:
             actor_type="system", actor_id="assistant")
     except AppError as exc:
         raise ToolError(exc.message)
+    record, outcome = results[0]
     if record is None:
         return {"stored": False, "reason": {
             "secret": "secrets are never stored",
             "refused_instruction": "refused_instruction: an instruction to the assistant is not a fact about the "
                                    "user and is never stored; store only what the user said about themselves",
+            INCOMPLETE: f"incomplete: {INCOMPLETE_REASON}",
         }.get(outcome, str(outcome))}
-    return {"stored": True, "memory_id": str(record.pk), "text": record.text, "source_type": record.source_type,
-            "status": record.status, "outcome": str(outcome)}
+    stored = [r for r, _ in results if r is not None]
+    out = {"stored": True, "memory_id": str(record.pk), "text": record.text, "source_type": record.source_type,
+           "status": record.status, "outcome": str(outcome)}
+    if len(stored) > 1:  # the text made several statements: each is its own memory
+        out["statements"] = [{"id": str(r.pk), "text": r.text, "outcome": str(o)}
+                             for r, o in results if r is not None]
+    return out
 
 
 def _forget(ctx: ToolContext, args: dict) -> dict:

@@ -23,12 +23,15 @@ from infra import clock
 from infra.embedder import get_embedder
 from infra.errors import Conflict, NotFound, ValidationFailed
 from infra.secrets import secrets_redact
+from infra.support import SUPPORTED_SHARE, support_share
 from tenants.models import EndUser, Tenant
 from tenants.selectors import parse_uuid
 
-from .extraction.candidate import Candidate, subject_normalize
+from .extraction.candidate import Candidate, subject_normalize, value_normalize
 from .extraction.classify import informative_text
 from .extraction.injection import candidate_instruction_kinds
+from .extraction.rules import rules_extract
+from .extraction.statements import statement_normalize
 from .models import MemoryEvent, MemoryKind, MemoryRecord, MemoryStatus, SourceType, VectorOutbox
 from .outbox import outbox_enqueue
 from .sources import SourceMessage
@@ -128,15 +131,41 @@ def _new_record(*, tenant, user, candidate: Candidate, source: SourceMessage | N
     )
 
 
+def _extracted_by(record: MemoryRecord) -> list[str]:
+    return [record.extractor, *(record.metadata or {}).get("also_extracted_by", [])]
+
+
+def _note_extractor(record: MemoryRecord, extractor: str) -> bool:
+    """Count another extractor as a source of the memory; False when it already was one."""
+    if not extractor or extractor in _extracted_by(record):
+        return False
+    record.metadata = {**(record.metadata or {}),
+                       "also_extracted_by": [*(record.metadata or {}).get("also_extracted_by", []), extractor]}
+    return True
+
+
+def _also_from_locked(record: MemoryRecord, *, extractor: str, actor_type: str, actor_id: str) -> MemoryRecord:
+    """The same words, read by a second extractor (the remember tool and the rules on one message): one memory with
+    both sources. Not a confirmation: the user said it once, so confidence stays."""
+    before = memory_snapshot(record)
+    _note_extractor(record, extractor)
+    record.save(update_fields=["metadata", "updated_at"])
+    memory_history_write(record=record, action=MemoryEvent.Action.REINFORCED, actor_type=actor_type,
+                         actor_id=actor_id, before=before, after=memory_snapshot(record),
+                         note=f"also extracted by {extractor}")
+    return record
+
+
 def _reinforce_locked(record: MemoryRecord, *, source: SourceMessage | None = None, actor_type: str, actor_id: str,
-                      similarity: float | None) -> MemoryRecord:
+                      similarity: float | None, extractor: str = "") -> MemoryRecord:
     before = memory_snapshot(record)
     record.reinforcement_count += 1
     # Each confirmation closes a fifth of the remaining doubt.
     record.confidence = round(min(0.99, record.confidence + (1 - record.confidence) * 0.2), 4)
     if source is not None and str(source.id) not in record.source_message_ids:
         record.source_message_ids = (record.source_message_ids + [str(source.id)])[:MAX_SOURCE_MESSAGES]
-    record.save(update_fields=["reinforcement_count", "confidence", "source_message_ids", "updated_at"])
+    _note_extractor(record, extractor)
+    record.save(update_fields=["reinforcement_count", "confidence", "source_message_ids", "metadata", "updated_at"])
     memory_history_write(record=record, action=MemoryEvent.Action.REINFORCED, actor_type=actor_type,
                         actor_id=actor_id, before=before, after=memory_snapshot(record),
                         note=f"similarity {similarity:.3f}" if similarity is not None else "")
@@ -191,11 +220,17 @@ def decisions_apply(*, tenant: Tenant, user: EndUser, decisions, source: SourceM
         if action in (REINFORCE, SUPERSEDE, OUTDATED) and not targets:
             action = CREATE  # the target changed since verification: store the candidate as new
         if action == REINFORCE and source is not None and str(source.id) in targets[0].source_message_ids:
-            results.append((targets[0], "exists"))  # this message already reinforced it: a rerun changes nothing
+            extractor = decision.candidate.extractor
+            if extractor in _extracted_by(targets[0]):
+                results.append((targets[0], "exists"))  # this message already reinforced it: a rerun changes nothing
+            else:
+                results.append((_also_from_locked(targets[0], extractor=extractor, actor_type=actor_type,
+                                                  actor_id=actor_id), "reinforced"))
+                changed.append(targets[0])
             continue
         if action == REINFORCE:
-            record = _reinforce_locked(targets[0], source=source, actor_type=actor_type,
-                                       actor_id=actor_id, similarity=decision.similarity)
+            record = _reinforce_locked(targets[0], source=source, actor_type=actor_type, actor_id=actor_id,
+                                       similarity=decision.similarity, extractor=decision.candidate.extractor)
             results.append((record, "reinforced"))
             changed.append(record)
             continue
@@ -215,12 +250,53 @@ def decisions_apply(*, tenant: Tenant, user: EndUser, decisions, source: SourceM
             for old in targets:
                 memory_supersede(old=old, new=record, actor_type=actor_type, actor_id=actor_id)
                 changed.append(old)
+            changed += _corrections_locked(tenant=tenant, user=user, record=record, targets=targets, source=source,
+                                           session_id=session_id, actor_type=actor_type, actor_id=actor_id)
             results.append((record, "superseded"))
         else:
             results.append((record, "created"))
     if changed:
         outbox_enqueue(tenant_id=str(tenant.pk), memory_ids=[str(r.pk) for r in changed])
     return results
+
+
+def _corrections_locked(*, tenant, user, record: MemoryRecord, targets: list[MemoryRecord],
+                        source: SourceMessage | None, session_id, actor_type: str, actor_id: str) -> list[MemoryRecord]:
+    """A corrected slot value corrects every other active statement that still says the old value ("Dana needs a
+    flight from SFO to NYC" once the destination is Newark): each gets a new version with the new value, superseding
+    it, so its history shows the change. Events are the user's words as said and stay as they were."""
+    new_value = (record.value or "").strip()
+    olds = {t.value.strip() for t in targets
+            if re.search(r"\w", t.value or "") and value_normalize(t.value) != value_normalize(new_value)}
+    if not new_value or not olds:
+        return []
+    changed: list[MemoryRecord] = []
+    skip = {record.pk, *(t.pk for t in targets)}
+    for old_value in sorted(olds):
+        pattern = re.compile(rf"(?<!\w){re.escape(old_value)}(?!\w)", re.I)
+        rows = (MemoryRecord.objects.for_tenant(tenant).select_for_update()
+                .filter(user=user, status=MemoryStatus.ACTIVE, text__icontains=old_value)
+                .exclude(kind=MemoryKind.EVENT).exclude(pk__in=skip).order_by("created_at"))
+        for row in rows:
+            # A version held for review would leave the row it corrects active: only what stays active is corrected.
+            if not pattern.search(row.text) or _initial_status(tenant=tenant, source_type=row.source_type) != \
+                    MemoryStatus.ACTIVE:
+                continue
+            candidate = Candidate(row.kind, pattern.sub(new_value, row.text), source_type=row.source_type,
+                                  subject=row.subject, value=row.value, confidence=row.confidence,
+                                  importance=row.importance, extractor="correction",
+                                  metadata={**(row.metadata or {}), "corrects": str(row.pk)})
+            new = _new_record(tenant=tenant, user=user, candidate=candidate, source=source, session_id=session_id,
+                              memory_id=uuid.uuid5(MEMORY_NAMESPACE, f"{record.pk}:corrects:{row.pk}"))
+            new.source_message_ids = list(dict.fromkeys([*row.source_message_ids, *new.source_message_ids]))[
+                :MAX_SOURCE_MESSAGES]
+            _create_locked(new, actor_type=actor_type, actor_id=actor_id,
+                           note=f"{old_value} corrected to {new_value} (by {record.pk})")
+            memory_supersede(old=row, new=new, actor_type=actor_type, actor_id=actor_id,
+                             note=f"{old_value} corrected to {new_value} by {record.pk}")
+            skip.add(row.pk)
+            changed += [new, row]
+    return changed
 
 
 def memory_create(*, tenant: Tenant, user: EndUser, kind: str, text: str, source_type: str = SourceType.USER_STATED,
@@ -252,14 +328,48 @@ def _has_content(text: str) -> bool:
     return bool(informative_text(text.replace("[redacted]", " ")).strip(" .,:;-"))
 
 
+INCOMPLETE = "incomplete"
+# What a caller hears when a memory is refused for lacking a subject or a predicate.
+INCOMPLETE_REASON = ("a memory is one statement about the user, with the user as its subject and a verb "
+                     "('Dana prefers aisle seats'); a fragment such as 'aisle seats' says nothing on its own")
+
+
+def _statements(text: str, *, kind: str, who: str, subject: str, value: str) -> list[tuple[str, str, str, str]]:
+    """(kind, text, subject, value) of each statement the text makes. First-person text goes through the rules
+    extraction runs on messages, so "I prefer aisle seats, and never United" becomes the statements extraction
+    itself makes of those words (and lands on the same memories); otherwise the text is one statement, in the
+    third person, or none when it has no subject or predicate."""
+    if re.search(r"\b(?:I|my|me|I'm|I've)\b", text):
+        found = [c for c in rules_extract(text, who=who) if c.kind != MemoryKind.GOAL or kind == MemoryKind.GOAL]
+        # The rules' statements stand for the text when they say most of it; otherwise part would be lost.
+        if found and support_share(text, [c.text for c in found], ignore=tuple(who.split())) >= SUPPORTED_SHARE:
+            return [(c.kind, c.text, c.subject, c.value) for c in found]
+    normalized = statement_normalize(text, who=who)
+    return [(kind, normalized, subject, value)] if normalized else []
+
+
 def memory_remember(*, tenant: Tenant, user: EndUser, kind: str, text: str, source_type: str = SourceType.USER_STATED,
                     confidence: float = 0.8, importance: float = 0.6, source: SourceMessage | None = None,
                     session_id=None, subject: str = "", value: str = "", actor_type: str = MemoryEvent.Actor.SYSTEM,
                     actor_id: str = "") -> tuple[MemoryRecord | None, str]:
     """Store a memory unless the user already has it: a near-duplicate is reinforced, a new value for the same
-    subject supersedes the old one. Returns (record, outcome): created | reinforced | superseded | secret |
-    refused_instruction (the text tells the assistant what to do instead of saying something about the user;
-    nothing is stored, so a fooled model cannot plant an instruction for later turns)."""
+    subject supersedes the old one. Returns (record, outcome) of its first statement: created | reinforced |
+    superseded | secret | refused_instruction (the text tells the assistant what to do instead of saying something
+    about the user; nothing is stored, so a fooled model cannot plant an instruction for later turns) |
+    incomplete (no subject or predicate). memory_remember_statements returns every statement's."""
+    return memory_remember_statements(
+        tenant=tenant, user=user, kind=kind, text=text, source_type=source_type, confidence=confidence,
+        importance=importance, source=source, session_id=session_id, subject=subject, value=value,
+        actor_type=actor_type, actor_id=actor_id)[0]
+
+
+def memory_remember_statements(*, tenant: Tenant, user: EndUser, kind: str, text: str,
+                               source_type: str = SourceType.USER_STATED, confidence: float = 0.8,
+                               importance: float = 0.6, source: SourceMessage | None = None, session_id=None,
+                               subject: str = "", value: str = "", actor_type: str = MemoryEvent.Actor.SYSTEM,
+                               actor_id: str = "") -> list[tuple[MemoryRecord | None, str]]:
+    """memory_remember for every statement the text makes, in the third person: one (record, outcome) each, or one
+    (None, reason) when nothing is stored."""
     from .extraction.verify import candidates_verify  # verification reads what these writes made
 
     text = _validated(kind, source_type, text)
@@ -267,22 +377,33 @@ def memory_remember(*, tenant: Tenant, user: EndUser, kind: str, text: str, sour
         raise ValidationFailed("The user does not belong to this tenant.")
     redaction = secrets_redact(text)
     if redaction.found and not _has_content(redaction.text):
-        return None, "secret"
-    candidate = Candidate(kind, redaction.text, source_type=source_type, subject=subject_normalize(subject),
-                          value=secrets_redact(value).text, confidence=confidence, importance=importance,
-                          extractor="remember")
+        return [(None, "secret")]
+    name = (user.display_name or "").strip()
+    if candidate_instruction_kinds(Candidate(kind, redaction.text, subject=subject, value=value), who=name):
+        log.info("remember refused for user %s: an instruction", user.pk)
+        return [(None, "refused_instruction")]
+    who = name or "The user"
+    candidates = []
+    for s_kind, s_text, s_subject, s_value in _statements(redaction.text, kind=kind, who=who,
+                                                          subject=subject_normalize(subject),
+                                                          value=secrets_redact(value).text):
+        candidates.append(Candidate(s_kind, s_text, source_type=source_type, subject=subject_normalize(s_subject),
+                                    value=s_value, confidence=confidence, importance=importance,
+                                    extractor="remember"))
+    if not candidates:
+        return [(None, INCOMPLETE)]
     # Refused whole, not trimmed: the caller (a model) hears why and can store the plain fact on its own.
-    refused = candidate_instruction_kinds(candidate, who=(user.display_name or "").strip())
+    refused = sorted({k for c in candidates for k in candidate_instruction_kinds(c, who=name)})
     if refused:
         log.info("remember refused for user %s: %s", user.pk, ", ".join(refused))
-        return None, "refused_instruction"
-    vectors = get_embedder().embed([candidate.text])
+        return [(None, "refused_instruction")]
+    vectors = get_embedder().embed([c.text for c in candidates])
     with user_memory_lock(tenant_id=tenant.pk, user_id=user.pk):
-        decisions = candidates_verify(tenant=tenant, user=user, candidates=[candidate], vectors=vectors,
+        decisions = candidates_verify(tenant=tenant, user=user, candidates=candidates, vectors=vectors,
                                       stated_at=source.created_at if source is not None else None)
         with transaction.atomic():
             return decisions_apply(tenant=tenant, user=user, decisions=decisions, source=source,
-                                   session_id=session_id, actor_type=actor_type, actor_id=actor_id)[0]
+                                   session_id=session_id, actor_type=actor_type, actor_id=actor_id)
 
 
 def memory_access_record(*, tenant_id, memory_ids: list[str], at: datetime | None = None) -> int:
