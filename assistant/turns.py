@@ -155,7 +155,8 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
         name = (session.user.display_name or "").strip()
         grounding = Grounding(actions_of=tool_actions, ignore=tuple(name.split()),
                               sources=[*(e.text for e in profile_shown), *(m.text for m in ctx.memories),
-                                       *(str(m.get("content") or "") for m in ctx.messages)])
+                                       # the conversation and what the context holds, not our own instructions
+                                       *(str(m.get("content") or "") for m in ctx.messages[1:])])
         loop = react_run(messages=ctx.messages, tools=tools,
                          execute=lambda name, args: tool_execute(tools_ctx, name, args), model=model,
                          # A caller may ask for fewer steps than the deployment allows, never more.
