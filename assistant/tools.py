@@ -10,8 +10,7 @@ from typing import Callable
 
 from django.conf import settings
 
-from context.buffer import (buffer_add_subgoal, buffer_complete_subgoal, buffer_set_goal,
-                            buffer_update_notes)
+from context.buffer import buffer_add_subgoal, buffer_complete_subgoal, buffer_set_goal, buffer_update_notes
 from infra.claims import DELETE, STORE, actions_of_tool
 from infra.errors import AppError, NotFound, ServiceUnavailable
 from memory.actions import INCOMPLETE, INCOMPLETE_REASON, memory_delete, memory_remember_statements

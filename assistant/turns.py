@@ -8,11 +8,11 @@ from typing import Callable
 
 from django.conf import settings
 
+from context.buffer import buffer_record_tool
 from infra.errors import LLMNotConfigured, ValidationFailed
 from infra.llm import llm_configured, llm_priority
 from infra.quotas import input_tokens_check, quota_charge_tokens
 from infra.tokens import truncate_to_tokens
-from context.buffer import buffer_record_tool
 from memory.profile import profile_render, profile_select
 from orchestration.context import turn_context
 from orchestration.messages import messages_record
@@ -185,6 +185,7 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     known = memories + [e for e in profile_shown if e.memory_id not in seen]
     return TurnResult(session=session, user_message=user_message, reply=loop.content, assistant_message=answer,
                       recorded=recorded, memories=memories, memories_used=grounding.used(loop.content, known),
-                      grounding=[{"sentence": a, "replaced_by": b} for a, b in grounding.changes], breakdown=dict(ctx.breakdown),
+                      grounding=[{"sentence": a, "replaced_by": b} for a, b in grounding.changes],
+                      breakdown=dict(ctx.breakdown),
                       total_tokens=ctx.total_tokens, budget=ctx.budget, memory_status=ctx.memory_status, loop=loop,
                       usage=dict(loop.usage))

@@ -18,6 +18,8 @@ from infra.embedder import get_embedder
 from infra.errors import AppError
 from infra.llm import llm_configured
 from infra.redis_client import Keys, held_lock
+from infra.secrets import REDACTED, secrets_redact
+
 from ..actions import decisions_apply, memory_id_for
 from ..models import MemoryKind, MemoryRecord, SourceType
 from ..sources import SourceMessage
@@ -28,7 +30,6 @@ from .injection import candidates_screen, injection_screen
 from .passages import passages_split
 from .rules import resolve_dates, rules_extract
 from .statements import statement_normalize
-from infra.secrets import REDACTED, secrets_redact
 from .verify import candidates_verify
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,8 @@ def _nearest_same_kind(*, tenant, user, candidate: Candidate, vector: list[float
     the check is skipped (the lifecycle merge job catches the duplicates later) and the write goes to the outbox."""
     try:
         hits = get_vector_store().search(Scope(tenant_id=str(tenant.pk), user_id=str(user.pk)), dense=vector,
-                                         text=None, limit=1, kinds=comparable_kinds(candidate.kind), statuses=("active",))
+                                         text=None, limit=1, kinds=comparable_kinds(candidate.kind),
+                                         statuses=("active",))
     except ServiceUnavailable as exc:
         log.warning("duplicate check skipped, vector store unavailable: %s", exc)
         return None

@@ -17,8 +17,9 @@ def record(name: str, observation: dict | None = None, status: str = "ok") -> To
                           step=1)
 
 
-RECALLED = record("recall", {"memories": [{"text": "Dana's destination is Newark."},
-                                          {"text": "Dana needs a flight from SFO to Newark next Tuesday, under $400."}]})
+RECALLED = record("recall", {"memories": [
+    {"text": "Dana's destination is Newark."},
+    {"text": "Dana needs a flight from SFO to Newark next Tuesday, under $400."}]})
 
 
 def grounding(**kw) -> Grounding:

@@ -75,7 +75,8 @@ def test_recall_returns_what_fits_its_budget_not_the_k_asked_for(llm, stored, al
              "Ada's budget is at most $400.", "Ada's origin is SFO.", "Ada flies next Tuesday."]
     for text in texts:
         stored(alice, alice_user, text, kind="fact")
-    llm.add(tool_step(call("recall", {"query": "Ada's flight", "k": 1}, "r")), answer("You are flying to Newark. You prefer aisle seats and never fly United."))
+    llm.add(tool_step(call("recall", {"query": "Ada's flight", "k": 1}, "r")),
+            answer("You are flying to Newark. You prefer aisle seats and never fly United."))
     body = turn(alice_client, alice_session, "Which flight, and what should I keep in mind?")
     observed = next(json.loads(m["content"]) for m in llm.requests[1]["messages"] if m.get("tool_call_id") == "r")
     assert {m["text"] for m in observed["memories"]} == set(texts)
