@@ -10,7 +10,15 @@ The package holds them by family: records (how any change is written), create, r
 for) and lifecycle (changes the jobs make). Import from the package.
 """
 
-from .create import decisions_apply, memory_create, memory_remember, memory_supersede
+from .create import (
+    INCOMPLETE,
+    INCOMPLETE_REASON,
+    decisions_apply,
+    memory_create,
+    memory_remember,
+    memory_remember_statements,
+    memory_supersede,
+)
 from .lifecycle import (
     PENDING_MARK,
     fact_from_events,
@@ -49,6 +57,8 @@ from .review import (
 
 __all__ = [
     "BULK_DELETE_SAMPLE",
+    "INCOMPLETE",
+    "INCOMPLETE_REASON",
     "BulkDeleteResult",
     "MAX_SOURCE_MESSAGES",
     "MEMORY_NAMESPACE",
@@ -74,6 +84,7 @@ __all__ = [
     "memory_id_for",
     "memory_reject",
     "memory_remember",
+    "memory_remember_statements",
     "memory_restore",
     "memory_snapshot",
     "memory_supersede",
