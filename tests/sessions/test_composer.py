@@ -224,7 +224,8 @@ def test_standing_instruction_is_in_every_context_whatever_the_turn_is_about(ali
     ctx = turn_context(tenant=alice, session=alice_session, new_input="How tall is the tower I visit next week?")
     content = ctx.messages[0]["content"]
     assert "Always answer in metric units" in content and "you said on 1 March 2024" in content
-    assert content.index("standing profile") < content.index("<memories>")
+    # Inside the one data block, first: memory text never reaches the model outside the block's framing.
+    assert content.index("<memories>") < content.index("Standing profile") < content.index("Prefers aisle seats")
     assert 0 < ctx.breakdown["profile"] <= ctx.caps["profile"] and len(ctx.profile) == 1
     assert ctx.total_tokens <= ctx.budget
 
