@@ -83,3 +83,11 @@ def test_recall_returns_what_fits_its_budget_not_the_k_asked_for(llm, stored, al
     used = {m["text"] for m in body["memories_used"]}
     assert {"Ada's destination is Newark.", "Ada prefers aisle seats.", "Ada never flies United."} <= used
     assert "Ada's budget is at most $400." not in used
+
+
+def test_the_closing_call_is_told_which_claim_was_removed(llm, alice_client, alice_session):
+    llm.add(answer("I changed the destination to Newark."), answer("Understood: Newark instead of NYC."))
+    body = turn(alice_client, alice_session, "Actually, change the destination to Newark.")
+    note = llm.requests[-1]["messages"][-1]["content"]
+    assert '"I changed the destination to Newark."' in note and "do not say it again" in note
+    assert body["reply"] == "Understood: Newark instead of NYC."
