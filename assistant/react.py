@@ -659,7 +659,13 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
                                   refused=grounding.dropped() if grounding is not None else [])
     if not content.strip():
         known = [line for line in closing_note.splitlines() if line.startswith("- ")]
-        content = _fallback_answer(stop, records, describe, known)
+        asked = str((base[-1] if base else {}).get("content") or "").rstrip().endswith("?")
+        if grounding is not None and grounding.dropped() and stop == ANSWER and not asked and not records:
+            # The model only claimed to have done what the user asked, and nothing did it: a plain acknowledgement
+            # is what is true (what is on record answers a question, not a request).
+            content = "Understood."
+        else:
+            content = _fallback_answer(stop, records, describe, known)
         if on_delta is not None:
             on_delta(content)
     loop.append({"role": "assistant", "content": content})

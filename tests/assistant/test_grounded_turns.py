@@ -64,7 +64,7 @@ def test_when_nothing_survives_the_answer_is_built_from_the_profile(llm, stored,
                                                                   alice_session):
     stored(alice, alice_user, "Ada prefers aisle seats.")
     llm.add(answer("I booked it."), answer("I have sent the ticket."))
-    body = turn(alice_client, alice_session, "Sort it out.")
+    body = turn(alice_client, alice_session, "What should I know about my seats?")
     assert "booked" not in body["reply"] and "sent" not in body["reply"]
     assert "Ada prefers aisle seats." in body["reply"]
 
@@ -91,3 +91,11 @@ def test_the_closing_call_is_told_which_claim_was_removed(llm, alice_client, ali
     note = llm.requests[-1]["messages"][-1]["content"]
     assert '"I changed the destination to Newark."' in note and "do not say it again" in note
     assert body["reply"] == "Understood: Newark instead of NYC."
+
+
+def test_a_request_whose_only_answer_was_a_false_claim_is_acknowledged(llm, stored, alice, alice_user, alice_client,
+                                                                       alice_session):
+    stored(alice, alice_user, "Ada's destination is NYC.", kind="fact")
+    llm.add(answer("I changed the destination to Newark."), answer("I have updated the destination to Newark."))
+    body = turn(alice_client, alice_session, "Actually, change the destination to Newark.")
+    assert body["reply"] == "Understood."
