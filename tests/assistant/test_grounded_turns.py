@@ -44,7 +44,7 @@ def test_every_turn_sees_the_standing_profile(llm, stored, alice, alice_user, al
     stored(alice, alice_user, "Ada prefers aisle seats.")
     llm.add(answer("Hello."))
     turn(alice_client, alice_session, "What's the weather like on Mars?")
-    system = llm.requests[0]["messages"][0]["content"]
+    system = "\n".join(m["content"] for m in llm.requests[0]["messages"] if m["role"] == "system")
     assert "standing profile" in system and "Ada prefers aisle seats." in system
 
 
