@@ -110,6 +110,10 @@ class Grounding:
         stream.flush()
         return "".join(out)
 
+    def dropped(self) -> list[str]:
+        """The sentences removed from the answers checked so far (not those restated)."""
+        return [sentence for sentence, replacement in self.changes if not replacement]
+
     def stream(self, on_delta: Callable[[str], None], records) -> GroundedStream:
         return GroundedStream(self, on_delta, records)
 

@@ -13,7 +13,7 @@ from infra.errors import LLMNotConfigured, ValidationFailed
 from infra.llm import llm_configured, llm_priority
 from infra.quotas import input_tokens_check, quota_charge_tokens
 from infra.tokens import truncate_to_tokens
-from memory.profile import profile_render, profile_select
+from memory.profile import profile_render
 from orchestration.context import turn_context
 from orchestration.messages import messages_record
 from sessions.models import Message, Session
@@ -58,15 +58,8 @@ ASSISTANT_GUIDANCE = (
     "when the context does not already hold what you need. These tools reach this user's memory and this "
     "session's notes, nothing outside: never say you found, booked or changed anything that no tool result shows.")
 CLIENT_SYSTEM_TOKENS = 1_000
-# The standing profile rides in the system prompt, bounded: about fifteen one-line memories, a summary rather than
-# an archive (the recall tool reaches the rest).
-PROFILE_TOKENS = 300
-
-
-def _system_prompt(client_system: str, profile: str = "") -> str:
+def _system_prompt(client_system: str) -> str:
     parts = [settings.CONTINUUM_SYSTEM_PROMPT, ASSISTANT_GUIDANCE]
-    if profile:
-        parts.append(profile)
     if client_system.strip():
         # The client's own instructions come last: under a tight budget they are cut before ours.
         parts.append("Instructions from the chat client:\n" + truncate_to_tokens(client_system.strip(),
@@ -131,15 +124,17 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     # The context is composed before the input is stored, so the input appears once: as the new turn.
     tools = tool_definitions()
     # What is known of the user reaches every turn and its closing call, whatever the input's words.
-    profile = profile_select(tenant=tenant, user=session.user)
-    profile_text, _, profile_shown = profile_render(profile, limit_tokens=PROFILE_TOKENS)
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
     ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools,
-                       system_prompt=_system_prompt(client_system, profile_text), rewrite_query=False,
+                       system_prompt=_system_prompt(client_system), rewrite_query=False,
                        prompt_apart=True)
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
     # sent); what the loop adds on top is charged once it is known.
     quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)
+    # The closing call's note repeats the standing profile the composer put in the context, next to what the tools
+    # returned: a small model answers from what is nearest the end of its prompt.
+    profile_shown = list(ctx.profile)
+    profile_text, _, _ = profile_render(profile_shown, limit_tokens=settings.CONTINUUM_PROFILE_MAX_TOKENS)
     # The whole turn counts as a user's call for the model's priority gate, not each call alone: background work
     # (the extraction that recording the input enqueues, above all) would otherwise start in the gaps between the
     # loop's calls and share the model server's cores with the rest of the turn.

@@ -66,15 +66,20 @@ def corrections_apply_locked(
                 extractor="correction",
                 metadata={**(row.metadata or {}), "corrects": str(row.pk)},
             )
+            memory_id = uuid.uuid5(MEMORY_NAMESPACE, f"{record.pk}:corrects:{row.pk}")
+            if MemoryRecord.objects.for_tenant(tenant).filter(pk=memory_id).exists():
+                continue  # corrected before (a rerun)
             new = _new_record(
                 tenant=tenant,
                 user=user,
                 candidate=candidate,
                 source=source,
                 session_id=session_id,
-                memory_id=uuid.uuid5(MEMORY_NAMESPACE, f"{record.pk}:corrects:{row.pk}"),
+                memory_id=memory_id,
             )
-            new.source_message_ids = list(dict.fromkeys([*row.source_message_ids, *new.source_message_ids]))[
+            # What it was said in, and what corrected it.
+            by = [*new.source_message_ids, *([] if source is not None else record.source_message_ids)]
+            new.source_message_ids = list(dict.fromkeys([*row.source_message_ids, *by]))[
                 :MAX_SOURCE_MESSAGES
             ]
             create(

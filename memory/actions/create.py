@@ -149,6 +149,7 @@ def decisions_apply(
     """
     results: list[tuple[MemoryRecord | None, str]] = []
     changed: list[MemoryRecord] = []
+    corrections: list[tuple] = []  # (the row with the current value, rows with old values, source, session)
     for i, decision in enumerate(decisions):
         mid = memory_ids[i] if memory_ids else None
         if decision.action == SKIP:
@@ -211,6 +212,8 @@ def decisions_apply(
                 actor_id=actor_id,
                 note=f"stated before {targets[0].pk}, which it does not replace",
             )
+            # The newer value corrects what this message says with the old one (its goal is written after this).
+            corrections.append((targets[0], [record], None, targets[0].session_id))
             results.append((record, "outdated"))
             continue
         # A memory held for review does not displace an active one until it is approved.
@@ -218,21 +221,24 @@ def decisions_apply(
             for old in targets:
                 memory_supersede(old=old, new=record, actor_type=actor_type, actor_id=actor_id)
                 changed.append(old)
-            changed += corrections_apply_locked(
-                tenant=tenant,
-                user=user,
-                record=record,
-                targets=targets,
-                source=source,
-                session_id=session_id,
-                actor_type=actor_type,
-                actor_id=actor_id,
-                create=_create_locked,
-                supersede=memory_supersede,
-            )
+            corrections.append((record, targets, source, session_id))
             results.append((record, "superseded"))
         else:
             results.append((record, "created"))
+    # After every decision: a statement of this same message that says an old value is written by then.
+    for current, olds, by_source, by_session in corrections:
+        changed += corrections_apply_locked(
+            tenant=tenant,
+            user=user,
+            record=current,
+            targets=olds,
+            source=by_source,
+            session_id=by_session,
+            actor_type=actor_type,
+            actor_id=actor_id,
+            create=_create_locked,
+            supersede=memory_supersede,
+        )
     if changed:
         outbox_enqueue(tenant_id=str(tenant.pk), memory_ids=[str(r.pk) for r in changed])
     return results

@@ -79,6 +79,9 @@ def third_person(text: str, *, who: str) -> str:
 def _mentions(words: list[str], who: str) -> int | None:
     """The index of the first word that names the user, or None."""
     names = {w.lower() for w in who.split()} | {"user", "user's"}
+    if who.strip().lower() in ("", "the user") and words and words[0][:1].isupper() and \
+            words[0].lower() not in _ADVERBS:
+        return 0  # the user's name is not known: a statement opening with a name ("Ada is vegetarian") has one
     for i, word in enumerate(words):
         w = word.lower().rstrip(".,;:!?").replace("’", "'")
         if w in names or w.split("'")[0] in names or (w in _PRONOUN_SUBJECTS):
@@ -110,7 +113,8 @@ def statement_normalize(text: str, *, who: str) -> str | None:
     if statement_complete(text, who=who):
         return text
     words = text.split()
-    if words and _verb_like(words[0]) and words[0].lower() not in _AUXILIARIES:
+    opening = words[0].lower() if words else ""
+    if words and (opening in _ADVERBS or _verb_like(words[0])) and opening not in _AUXILIARIES:
         repaired = f"{who} {words[0].lower()} {' '.join(words[1:])}".strip()
         if statement_complete(repaired, who=who):
             return repaired

@@ -44,7 +44,7 @@ def test_every_turn_sees_the_standing_profile(llm, stored, alice, alice_user, al
     stored(alice, alice_user, "Ada prefers aisle seats.")
     llm.add(answer("Hello."))
     turn(alice_client, alice_session, "What's the weather like on Mars?")
-    system = llm.requests[0]["messages"][0]["content"]
+    system = "\n".join(m["content"] for m in llm.requests[0]["messages"] if m["role"] == "system")
     assert "standing profile" in system and "Ada prefers aisle seats." in system
 
 
@@ -64,7 +64,7 @@ def test_when_nothing_survives_the_answer_is_built_from_the_profile(llm, stored,
                                                                   alice_session):
     stored(alice, alice_user, "Ada prefers aisle seats.")
     llm.add(answer("I booked it."), answer("I have sent the ticket."))
-    body = turn(alice_client, alice_session, "Sort it out.")
+    body = turn(alice_client, alice_session, "What should I know about my seats?")
     assert "booked" not in body["reply"] and "sent" not in body["reply"]
     assert "Ada prefers aisle seats." in body["reply"]
 
@@ -83,3 +83,19 @@ def test_recall_returns_what_fits_its_budget_not_the_k_asked_for(llm, stored, al
     used = {m["text"] for m in body["memories_used"]}
     assert {"Ada's destination is Newark.", "Ada prefers aisle seats.", "Ada never flies United."} <= used
     assert "Ada's budget is at most $400." not in used
+
+
+def test_the_closing_call_is_told_which_claim_was_removed(llm, alice_client, alice_session):
+    llm.add(answer("I changed the destination to Newark."), answer("Understood: Newark instead of NYC."))
+    body = turn(alice_client, alice_session, "Actually, change the destination to Newark.")
+    note = llm.requests[-1]["messages"][-1]["content"]
+    assert '"I changed the destination to Newark."' in note and "do not say it again" in note
+    assert body["reply"] == "Understood: Newark instead of NYC."
+
+
+def test_a_request_whose_only_answer_was_a_false_claim_is_acknowledged(llm, stored, alice, alice_user, alice_client,
+                                                                       alice_session):
+    stored(alice, alice_user, "Ada's destination is NYC.", kind="fact")
+    llm.add(answer("I changed the destination to Newark."), answer("I have updated the destination to Newark."))
+    body = turn(alice_client, alice_session, "Actually, change the destination to Newark.")
+    assert body["reply"] == "Understood."

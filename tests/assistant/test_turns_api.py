@@ -228,10 +228,11 @@ def test_remember_is_user_stated_only_when_the_user_said_it(llm, alice, alice_us
     assert resp.status_code == 200, resp.content
     user_message = Message.objects.unscoped().get(session=alice_session, role="user")
     by_text = {m.text: m for m in MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user)}
-    assert by_text["Never flies United"].source_type == "user_stated"
-    assert by_text["Never flies United"].source_message_id == user_message.id
-    assert by_text["Prefers window seats"].source_type == "inferred"  # a quote the user never said
-    assert by_text["Travels for work"].source_type == "inferred"
+    # Stored as statements about the user: the subject the model left out is the user's name.
+    assert by_text["Ada never flies United"].source_type == "user_stated"
+    assert by_text["Ada never flies United"].source_message_id == user_message.id
+    assert by_text["Ada prefers window seats"].source_type == "inferred"  # a quote the user never said
+    assert by_text["Ada travels for work"].source_type == "inferred"
     assert all(m.session_id == alice_session.id for m in by_text.values())
 
 

@@ -45,6 +45,7 @@ def test_a_fragment_is_no_statement(fragment):
 
 def test_a_statement_missing_only_its_subject_gets_the_users_name():
     assert statement_normalize("Prefers aisle seats.", who="Dana") == "Dana prefers aisle seats."
+    assert statement_normalize("Never flies United", who="Dana") == "Dana never flies United"
 
 
 def test_remember_stores_first_person_text_in_the_third_person(alice, alice_user):
@@ -141,3 +142,19 @@ def test_a_correction_leaves_the_users_own_words_and_unrelated_memories_alone(al
                                                   status="active").exists()
     corrected = [m for m in active_statements(alice, alice_user) if m.extractor == "correction"]
     assert corrected and all("Boston" not in m.text and "Newark" in m.text for m in corrected)
+
+
+def test_without_the_users_name_a_statement_opening_with_a_name_has_a_subject():
+    assert statement_normalize("Ada is vegetarian.", who="") == "Ada is vegetarian."
+    assert statement_normalize("Never United", who="") is None and statement_normalize("Aisle seats", who="") is None
+
+
+def test_a_correction_extracted_first_still_corrects_the_goal_said_before_it(alice, alice_user):
+    """Messages are extracted in no fixed order: the correction may be stored before the message it corrects."""
+    _, (first, second) = record_turns(alice, alice_user, [
+        ("user", "I need a flight from SFO to NYC next Tuesday, under $400."),
+        ("user", "Actually, change the destination to Newark.")], extract=False)
+    for message in (second, first):
+        message_extract(tenant_id=message.tenant_id, message_id=message.pk)
+    texts = [m.text for m in active_statements(alice, alice_user)]
+    assert "Ada needs a flight from SFO to Newark next Tuesday." in texts and not [t for t in texts if "NYC" in t]
