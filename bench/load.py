@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
 TOKEN = re.compile(r"\blt[0-9a-f]{10}\b")
 # Structured calls the worker makes after a turn; they are background work, not part of any turn's latency.
-BACKGROUND_SCHEMAS = {"explicit_memories", "implicit_preferences", "bridge_summary", "summary_anchor",
+BACKGROUND_SCHEMAS = {"message_memories", "explicit_memories", "implicit_preferences", "bridge_summary", "summary_anchor",
                       "consolidated_facts"}
 SENTENCES = [
     "I'm planning a trip to Lisbon in May and I prefer aisle seats.",
