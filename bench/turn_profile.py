@@ -131,6 +131,7 @@ def main(argv=None) -> int:
     p.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL",
                                                             "postgres://postgres@127.0.0.1:5432/continuum_bench_profile"))
     p.add_argument("--top", type=int, default=10)
+    p.add_argument("--show-sql", action="store_true", help="print the statements of the last profiled turn")
     p.add_argument("--dump", help="write the raw profiles here (pstats format; the background's with .background)")
     args = p.parse_args(argv)
 
@@ -230,6 +231,7 @@ def _run(args, stub_log: Path, broker_url: str, data_url: str) -> int:
     r = redis.Redis.from_url(data_url)
     calls_before = len(stub_log.read_text().splitlines())
     redis_before = _redis_calls(r)
+    commands_before = _redis_commands(r)
     repeated = collections.Counter()
     statements = 0
     profile = cProfile.Profile(time.process_time)
@@ -240,6 +242,7 @@ def _run(args, stub_log: Path, broker_url: str, data_url: str) -> int:
             turn(n + 3)
             profile.disable()
         statements += len(queries.captured_queries)
+        last_statements = [q["sql"] for q in queries.captured_queries]
         seen = collections.Counter(q["sql"] for q in queries.captured_queries if q["sql"].lstrip().upper()
                                    .startswith("SELECT"))
         for sql, count in seen.items():
@@ -247,6 +250,7 @@ def _run(args, stub_log: Path, broker_url: str, data_url: str) -> int:
                 repeated[sql[:150]] += count - 1
     wall = (time.perf_counter() - wall) / args.turns
     redis_turn = (_redis_calls(r) - redis_before) / args.turns
+    commands = _redis_commands(r) - commands_before
     turn_calls = len(stub_log.read_text().splitlines()) - calls_before
 
     queued = _queued(broker_url)
@@ -261,6 +265,10 @@ def _run(args, stub_log: Path, broker_url: str, data_url: str) -> int:
     bg_calls = [json.loads(line).get("schema") for line in stub_log.read_text().splitlines()[calls_before:]]
     redis_bg = (_redis_calls(r) - redis_before) / args.turns
 
+    if args.show_sql:
+        print("statements of the last turn:")
+        for sql in last_statements:
+            print(f"  {sql[:200]}")
     if args.dump:
         profile.dump_stats(args.dump)
         background.dump_stats(args.dump + ".background")
@@ -269,6 +277,7 @@ def _run(args, stub_log: Path, broker_url: str, data_url: str) -> int:
     report("request path (POST .../turns)", summarise(profile, args.turns, args.top), [
         f"SQL statements per turn {statements / args.turns:.1f}; Redis commands per turn {redis_turn:.1f}; "
         f"LLM calls per turn {turn_calls / args.turns:.2f}",
+        "Redis commands per turn: " + ", ".join(f"{k} {v / args.turns:.1f}" for k, v in commands.most_common()),
         "SELECTs repeated within a turn (extra runs per turn):" if repeated else "no SELECT repeated within a turn"]
         + [f"  {c / args.turns:.1f}x  {sql}" for sql, c in repeated.most_common(8)])
     kinds = collections.Counter(bg_calls)
@@ -280,8 +289,12 @@ def _run(args, stub_log: Path, broker_url: str, data_url: str) -> int:
 
 
 def _redis_calls(r) -> int:
+    return sum(_redis_commands(r).values())
+
+
+def _redis_commands(r) -> collections.Counter:
     stats = r.info("commandstats")
-    return sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_info", "cmdstat_ping"))
+    return collections.Counter({k[8:]: v["calls"] for k, v in stats.items() if k not in ("cmdstat_info", "cmdstat_ping")})
 
 
 def _queued(broker_url: str) -> int:

@@ -36,7 +36,7 @@ def messages_record(*, tenant, session_id, items: list[NewMessage],
     before the caller commits (imported history), so there is no buffer to append to, fold or link from."""
     from .tasks import message_extract_task
 
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # see messages_append: an import's transaction fails whole
         rows = messages_append(tenant=tenant, session_id=session_id, items=items, pending_roles=extracted_roles(tenant))
         if rows and (live or enqueue_extraction):
             tenant_id, user_id = str(tenant.pk), str(rows[0].session.user_id)
