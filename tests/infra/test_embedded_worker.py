@@ -56,7 +56,8 @@ class SlowModel:
                 time.sleep(MODEL_SECONDS)
                 body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
                                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                       "role": "assistant", "content": json.dumps({"stated": [], "implied": []})}}]}).encode()
+                                       "role": "assistant",
+                                       "content": json.dumps({"stated": [], "implied": []})}}]}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
