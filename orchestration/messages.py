@@ -36,7 +36,7 @@ def messages_record(*, tenant, session_id, items: list[NewMessage],
     Messages of the roles extraction reads wait for it; enqueue_extraction=False leaves them waiting for a caller
     that extracts them itself (an import that runs extraction in its own order). live=False: the session is closed
     before the caller commits (imported history), so there is no buffer to append to, fold or link from."""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):  # see messages_append: an import's transaction fails whole
         rows = messages_append(tenant=tenant, session_id=session_id, items=items, pending_roles=extracted_roles(tenant))
         if rows and (live or enqueue_extraction):
             tenant_id, user_id = str(tenant.pk), str(rows[0].session.user_id)

@@ -166,10 +166,12 @@ EMBEDDING_QUERY_WORKERS = env.int("EMBEDDING_QUERY_WORKERS", default=8)
 # onnx-int8: the weights exported once to ONNX, quantized to int8 (ONNX Runtime's dynamic quantization) and run by
 # ONNX Runtime: a short query about twice as fast as the float export on one core, vectors at cosine ~0.99 to it
 # (bench/locomo.py reports recall for either). onnx: the float export (~2x faster than torch eager); torch: sentence-transformers' own
-# modules. Exports are made offline from the packaged model and kept in EMBEDDING_CACHE_DIR.
+# modules. Exports are made offline from the packaged model, once per machine: they are kept in EMBEDDING_CACHE_DIR,
+# outside any work tree or data folder, so every process, checkout and scratch run of one machine shares them.
 EMBEDDING_RUNTIME = env("EMBEDDING_RUNTIME", default="onnx-int8")  # onnx-int8 | onnx | torch
 EMBEDDING_WARM_AT_START = env.bool("EMBEDDING_WARM_AT_START", default=True)  # web processes load the model first
-EMBEDDING_CACHE_DIR = Path(env("EMBEDDING_CACHE_DIR", default=str(VAR_DIR / "models")))
+EMBEDDING_CACHE_DIR = Path(env("EMBEDDING_CACHE_DIR", default=str(
+    Path(env("XDG_CACHE_HOME", default=str(Path.home() / ".cache"))) / "continuum" / "models")))
 
 # --- LLM (optional: not configured is a valid state) -------------------------
 LLM_BASE_URL = env("LLM_BASE_URL", default="")
@@ -338,8 +340,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
-    # The MCP SDK logs every stateless request's end at INFO ("Terminating session: None").
-    "loggers": {"mcp.server.streamable_http": {"level": "WARNING"}},
+    # The MCP SDK logs every stateless request's end at INFO ("Terminating session: None"), and its session
+    # manager's start and stop; the embedded beat logs each task it sends. Start-up prints Continuum's lines only.
+    "loggers": {name: {"level": "WARNING"} for name in ("mcp.server.streamable_http",
+                                                         "mcp.server.streamable_http_manager", "celery.beat",
+                                                         "celery.worker.consumer.connection")},
 }
 
 # --- Memory lifecycle, admin review and metrics (issue 5) ---------------------

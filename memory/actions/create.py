@@ -150,13 +150,22 @@ def decisions_apply(
     results: list[tuple[MemoryRecord | None, str]] = []
     changed: list[MemoryRecord] = []
     corrections: list[tuple] = []  # (the row with the current value, rows with old values, source, session)
+    # The rows a previous run of this work already wrote, read at once (one statement, not one per decision).
+    done_before = (
+        {
+            str(r.pk): r
+            for r in MemoryRecord.objects.for_tenant(tenant).filter(pk__in=[m for m in memory_ids if m is not None])
+        }
+        if memory_ids
+        else {}
+    )
     for i, decision in enumerate(decisions):
         mid = memory_ids[i] if memory_ids else None
         if decision.action == SKIP:
             results.append((None, "duplicate_in_message"))
             continue
         if mid is not None:
-            existing = MemoryRecord.objects.for_tenant(tenant).filter(pk=mid).first()
+            existing = done_before.get(str(mid))
             if existing is not None:
                 results.append((existing, "exists"))
                 continue

@@ -56,7 +56,8 @@ class SlowModel:
                 time.sleep(MODEL_SECONDS)
                 body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
                                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                       "role": "assistant", "content": json.dumps({"memories": []})}}]}).encode()
+                                       "role": "assistant",
+                                       "content": json.dumps({"stated": [], "implied": []})}}]}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -115,7 +116,7 @@ def test_embedded_worker_overlaps_the_model_calls_of_extractions(alice, tmp_path
         os.killpg(host.pid, signal.SIGKILL)
         host.wait(timeout=10)
         model.close()
-    # Two extraction calls per user message, all made; one task at a time would never have two under way.
-    extraction = [name for _, _, name in model.calls if name in ("explicit_memories", "implicit_preferences")]
-    assert len(extraction) == 16, (tmp_path / "host.log").read_text()[-3000:]
+    # One extraction call per user message, all made; one task at a time would never have two under way.
+    extraction = [name for _, _, name in model.calls if name == "message_memories"]
+    assert len(extraction) == 8, (tmp_path / "host.log").read_text()[-3000:]
     assert model.most_at_once() >= 3

@@ -83,46 +83,95 @@ def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it(embedder, 
         assert max(abs(x - y) for x, y in zip(alone, vector)) < 1e-5
 
 
-def test_onnx_vectors_skip_the_modules_but_equal_what_they_compute(embedder):
+def test_onnx_vectors_skip_the_modules_but_equal_what_they_compute(embedder, settings):
     """The session is fed straight from the tokenizer: same padding, truncation, mean pooling and normalisation."""
-    assert embedder._direct is not None
+    from infra.embedder import _local_model_path, _onnx_model, _onnx_model_dir
+
+    assert embedder._direct is not None and embedder._model is None
     texts = ["ok", "A much longer sentence, with many more tokens, so that the short ones are padded in the batch.",
              "word " * 400]  # past the model's 256-token window: truncated the same way
-    direct = embedder._compute(texts)
-    through_modules, embedder._direct = embedder._direct, None
-    try:
-        modules = embedder._compute(texts)
-    finally:
-        embedder._direct = through_modules
-    for a, b in zip(direct, modules, strict=True):
-        assert max(abs(x - y) for x, y in zip(a, b)) < 1e-5
+    modules = _onnx_model(_onnx_model_dir(_local_model_path(), embedder.runtime), embedder.runtime)
+    for text in texts:  # one at a time: the int8 model's vector depends on its batch
+        direct = embedder._compute([text])[0]
+        through_modules = modules.encode([text], normalize_embeddings=True)[0]
+        assert max(abs(x - y) for x, y in zip(direct, through_modules)) < 1e-5
 
 
-def test_a_pipeline_other_than_mean_pooling_keeps_the_modules():
+def test_a_pipeline_other_than_mean_pooling_keeps_the_modules(tmp_path):
+    import json
+
     from infra.embedder import _OnnxDirect
 
-    class Pooling:
-        def get_config_dict(self):
-            return {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}
-
+    kinds = ["Transformer", "Pooling", "Normalize"]
+    (tmp_path / "modules.json").write_text(json.dumps(
+        [{"path": p, "type": f"sentence_transformers.models.{k}"} for p, k in zip(["", "1_Pooling", "2"], kinds)]))
+    (tmp_path / "1_Pooling").mkdir()
+    (tmp_path / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False, "word_embedding_dimension": 384}))
     with pytest.raises(ValueError):
-        _OnnxDirect([object(), Pooling(), object()])
+        _OnnxDirect(str(tmp_path), "onnx")
 
 
-@pytest.mark.parametrize("runtime", ["onnx", "onnx-int8"])
-def test_onnx_export_is_made_once_and_reused(settings, tmp_path, runtime):
-    from infra.embedder import ONNX_FILES
+def test_the_export_cache_is_shared_by_every_checkout_and_data_folder(settings):
+    """Each checkout, test run and benchmark has its own data folder: an export kept there was made again by each."""
+    from pathlib import Path
 
+    from django.conf import settings as django_settings
+
+    cache = Path(django_settings.EMBEDDING_CACHE_DIR).resolve()
+    for folder in (settings.BASE_DIR, settings.VAR_DIR):
+        assert not cache.is_relative_to(Path(folder).resolve())
+
+
+def test_loading_the_cached_export_imports_neither_torch_nor_sentence_transformers(embedder):
+    """Start-up reads the ONNX file and the tokenizer: torch's import alone costs seconds and hundreds of MB."""
+    import subprocess
+    import sys
+
+    assert embedder.runtime == "onnx-int8"  # the export exists now; a fresh process only loads it
+    code = ("import sys, django; django.setup(); from infra.embedder import get_embedder; "
+            "e = get_embedder(); assert len(e.embed(['hello'])[0]) == 384, e; "
+            "print(e.runtime, 'torch' in sys.modules, 'sentence_transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings.test"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["onnx-int8", "False", "False"]
+    assert out.stderr == ""  # nothing printed: no library chatter
+
+
+@pytest.mark.slow
+def test_onnx_export_is_made_once_quietly_verified_and_made_again_when_altered(settings, tmp_path, capfd, caplog):
+    from infra.embedder import MANIFEST, ONNX_FILES
+
+    runtime = "onnx"  # the float export: the int8 one adds a quantization pass to the same code path
     settings.EMBEDDING_CACHE_DIR = tmp_path / "models"
-    first = LocalEmbedder(runtime=runtime)
+    capfd.readouterr()
+    with caplog.at_level("DEBUG"):
+        first = LocalEmbedder(runtime=runtime)
     assert first.runtime == runtime and first._direct is not None
+    # Start-up prints Continuum's own lines only: the exporters' warnings and notes are kept out.
+    assert {r.name for r in caplog.records} == {"infra.embedder"}
+    assert capfd.readouterr().err == ""
     (exported,) = [p for p in (tmp_path / "models").iterdir()]
+    assert (exported / MANIFEST).is_file()
     model_file = exported / ONNX_FILES[runtime]
     stamp = model_file.stat().st_mtime_ns
     second = LocalEmbedder(runtime=runtime)
     assert model_file.stat().st_mtime_ns == stamp  # read, not exported again
     assert [p.name for p in (tmp_path / "models").iterdir()] == [exported.name]  # no scratch folder left behind
-    assert _cos(first.embed(["same text"])[0], second.embed(["same text"])[0]) > 0.99999
+    vector = first.embed(["same text"])[0]
+    assert _cos(vector, second.embed(["same text"])[0]) > 0.99999
+
+    with open(model_file, "r+b") as f:  # a bit flipped on disk: the model would still load, with other weights
+        f.seek(model_file.stat().st_size // 2)
+        byte = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([byte[0] ^ 0x01]))
+    third = LocalEmbedder(runtime=runtime)
+    assert third.runtime == runtime
+    assert model_file.stat().st_mtime_ns != stamp  # made again
+    assert _cos(vector, third.embed(["same text"])[0]) > 0.99999
+    assert [p.name for p in (tmp_path / "models").iterdir()] == [exported.name]
 
 
 def test_a_text_embedded_again_moments_later_is_not_computed_twice():

@@ -97,9 +97,10 @@ def test_extraction_falls_back_to_the_rules_when_the_model_answers_off_schema(mo
     from memory.extraction.llm_extract import llm_extract
 
     replies, sent = model
-    replies += ['{"memories": [{"kind": "fact", "text": "x"}]}', "not json"]  # fields missing; not JSON at all
-    assert llm_extract("I live in Paris.", who="Dana") == []  # nothing from the model, and no error
-    assert len(sent) == 2
+    for reply in ('{"stated": [{"kind": "fact", "text": "x"}], "implied": []}', "not json"):  # fields missing; not JSON
+        replies.append(reply)
+        assert llm_extract("I live in Paris.", who="Dana") == []  # nothing from the model, and no error
+    assert len(sent) == 2  # one call per message
 
 
 def test_extraction_keeps_only_memories_that_share_a_word_with_the_message(model):
@@ -108,11 +109,11 @@ def test_extraction_keeps_only_memories_that_share_a_word_with_the_message(model
     replies, _ = model
 
     def memories(*items):
-        return json.dumps({"memories": [{"kind": k, "text": t, "subject": "", "value": "", "confidence": 0.9}
-                                        for k, t in items]})
+        return [{"kind": k, "text": t, "subject": "", "value": "", "confidence": 0.9} for k, t in items]
 
-    replies += [memories(("fact", "Dana is flying from SFO next Tuesday."), ("fact", "Dana lives in Berlin.")),
-                memories(("preference", "Dana prefers quiet rooms."), ("preference", "Dana likes cheap flights."))]
+    replies.append(json.dumps({
+        "stated": memories(("fact", "Dana is flying from SFO next Tuesday."), ("fact", "Dana lives in Berlin.")),
+        "implied": memories(("preference", "Dana prefers quiet rooms."), ("preference", "Dana likes cheap flights."))}))
     found = llm_extract("I need a flight from SFO to NYC next Tuesday, under $400.", who="Dana")
     # "quiet rooms" is the prompt's own example and Berlin a guess: neither has a word of the message.
     assert [c.text for c in found] == ["Dana is flying from SFO next Tuesday.", "Dana likes cheap flights."]

@@ -108,3 +108,24 @@ def test_forget_leaves_a_tombstone_and_a_delete(alice, alice_user):
     assert events == 1 and outbox == 1
     assert not MemoryRecord.objects.for_tenant(alice).filter(pk=record.pk).exists()
     assert VectorOutbox.objects.for_tenant(alice.pk).filter(memory_uuid=record.pk).latest("id").op == "delete"
+
+
+def test_a_rerun_reads_the_rows_it_already_wrote_in_one_statement(alice, alice_user):
+    """Extraction retries land on rows a first run wrote: they are read at once, not one query per memory."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from memory.extraction.candidate import Candidate
+    from memory.extraction.verify import CREATE, Decision
+
+    decisions = [Decision(Candidate("fact", f"Ada owns {n} bikes.", source_type="user_stated"), CREATE, [])
+                 for n in range(5)]
+    ids = [actions.memory_id_for("message-1", n) for n in range(5)]
+    with transaction.atomic():
+        first = actions.decisions_apply(tenant=alice, user=alice_user, decisions=decisions, memory_ids=ids)
+    assert [outcome for _, outcome in first] == ["created"] * 5
+    with CaptureQueriesContext(connection) as queries, transaction.atomic():
+        again = actions.decisions_apply(tenant=alice, user=alice_user, decisions=decisions, memory_ids=ids)
+    assert [(str(r.pk), outcome) for r, outcome in again] == [(str(i), "exists") for i in ids]
+    reads = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT")]
+    assert len(reads) == 1, reads

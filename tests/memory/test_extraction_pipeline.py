@@ -177,8 +177,8 @@ def test_import_keeps_dataset_dates_and_provenance_on_every_memory(alice, alice_
     assert all(" on 8 May 2023" in m.provenance for m in found)
 
 
-def _llm_answer(memories):
-    body = {"memories": memories}
+def _llm_answer(stated, implied=()):
+    body = {"stated": list(stated), "implied": list(implied)}
     return httpx.Response(200, json={
         "id": "x", "object": "chat.completion", "created": 0, "model": "m",
         "choices": [{"index": 0, "finish_reason": "stop",
@@ -186,7 +186,8 @@ def _llm_answer(memories):
 
 
 @pytest.mark.parametrize("review", [False, True])
-def test_llm_extracts_in_two_passes_and_marks_inferences(alice, alice_user, settings, review):
+def test_llm_extracts_stated_and_implied_memories_in_one_call_and_marks_inferences(alice, alice_user, settings,
+                                                                                   review):
     settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_API_KEY = "http://llm.test/v1", "m", "k"
     settings.LLM_MAX_RETRIES = 0
     alice.review_inferred = review
@@ -197,12 +198,11 @@ def test_llm_extracts_in_two_passes_and_marks_inferences(alice, alice_user, sett
                  "confidence": 0.7}]
     with respx.mock(assert_all_called=True) as mock:
         route = mock.post("http://llm.test/v1/chat/completions").mock(
-            side_effect=[_llm_answer(explicit), _llm_answer(implicit)])
+            side_effect=[_llm_answer(explicit, implicit)])
         record_turns(alice, alice_user, [("user", "The hotel in Porto, where I live, was far too noisy last time.")])
-    assert route.call_count == 2
-    first, second = (json.loads(c.request.content) for c in route.calls)
-    assert first["response_format"]["type"] == "json_schema" and second["response_format"]["type"] == "json_schema"
-    assert "noisy" in first["messages"][1]["content"] and "Ada lives in Porto." in second["messages"][0]["content"]
+    assert route.call_count == 1  # one background call per message
+    (sent,) = (json.loads(c.request.content) for c in route.calls)
+    assert sent["response_format"]["type"] == "json_schema" and "noisy" in sent["messages"][1]["content"]
     stated = _mine(alice, alice_user, text="Ada lives in Porto.").get()
     inferred = _mine(alice, alice_user, text="Ada prefers quiet hotel rooms.").get()
     assert (stated.source_type, stated.status, stated.extractor) == ("user_stated", "active", "llm")

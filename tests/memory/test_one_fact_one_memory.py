@@ -61,11 +61,12 @@ def test_remember_refuses_a_memory_without_subject_or_predicate(alice, alice_use
     assert not MemoryRecord.objects.unscoped().filter(tenant=alice).exists()
 
 
-def _llm_answer(memories):
+def _llm_answer(stated, implied=()):
+    body = {"stated": list(stated), "implied": list(implied)}
     return httpx.Response(200, json={
         "id": "x", "object": "chat.completion", "created": 0, "model": "m",
         "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": json.dumps({"memories": memories})}}]})
+                     "message": {"role": "assistant", "content": json.dumps(body)}}]})
 
 
 def test_extraction_drops_fragments_and_restates_first_person_memories(alice, alice_user, settings):
@@ -77,8 +78,7 @@ def test_extraction_drops_fragments_and_restates_first_person_memories(alice, al
                 {"kind": "preference", "text": "never noisy hotel rooms", "subject": "", "value": "",
                  "confidence": 0.7}]
     with respx.mock(assert_all_called=True) as mock:
-        mock.post("http://llm.test/v1/chat/completions").mock(side_effect=[_llm_answer(explicit),
-                                                                           _llm_answer(implicit)])
+        mock.post("http://llm.test/v1/chat/completions").mock(side_effect=[_llm_answer(explicit, implicit)])
         record_turns(alice, alice_user, [("user", "The last hotel was far too noisy; I like quiet rooms.")])
     texts = {m.text for m in active_statements(alice, alice_user)}
     assert "Ada likes quiet hotel rooms." in texts

@@ -65,7 +65,7 @@ def _llm_answer(memories):
     return httpx.Response(200, json={
         "id": "x", "object": "chat.completion", "created": 0, "model": "m",
         "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": json.dumps({"memories": memories})}}],
+                     "message": {"role": "assistant", "content": json.dumps({"stated": memories, "implied": []})}}],
     })
 
 

@@ -22,7 +22,7 @@ def test_extraction_stores_the_users_facts_with_provenance(real_llm, alice, alic
         NewMessage(role="user", content="I'm allergic to peanuts, and my daughter Mia starts school in Lisbon "
                                         "in September.")])[0]
     message_extract(tenant_id=message.tenant_id, message_id=message.pk)
-    assert len(real_llm.calls) == 2  # the explicit and the implicit pass
+    assert len(real_llm.calls) == 1  # what is stated and what is implied, in one call
     from_model = MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, extractor__startswith="llm")
     texts = " ".join(m.text.lower() for m in from_model)
     assert "peanut" in texts or "lisbon" in texts or "mia" in texts, [m.text for m in from_model]

@@ -211,3 +211,20 @@ def test_tool_calls_and_tool_results_may_have_empty_content(alice_client, alice_
     ]}, format="json")
     assert r.status_code == 201, r.content
     assert [m["role"] for m in alice_client.get(url).json()["results"]] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_recording_a_message_takes_one_transaction_without_savepoints(alice, alice_session):
+    """A turn records twice (the input, then the loop's messages): each is BEGIN, the locked session read, the
+    insert, the counter update, COMMIT; a savepoint around the insert was two more round trips each time."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from orchestration.messages import messages_record
+    from sessions.services import NewMessage
+
+    with CaptureQueriesContext(connection) as queries:
+        rows = messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
+                               items=[NewMessage(role="user", content="I prefer aisle seats.")])
+    statements = [q["sql"].split()[0].upper() for q in queries.captured_queries]
+    assert rows and "SAVEPOINT" not in statements and "RELEASE" not in statements, statements
+    assert statements[:2] == ["BEGIN", "SELECT"] and "INSERT" in statements and "COMMIT" in statements

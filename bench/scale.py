@@ -1,0 +1,173 @@
+"""Retrieval at scale: one Edge shard filled with realistic memories at growing sizes, searched by one user's scope.
+
+    .venv/bin/python bench/scale.py [--sizes 1000,10000,100000] [--big-user 10000] [--queries 100]
+
+The shard grows in steps to each size; at each size it prints, for the user holding the most memories (--big-user,
+at most half the shard) and for users of ordinary size: the hybrid search retrieval runs (dense + BM25, fused by
+RRF, tenant + user + status filter, k = 10) and the floor at the same size (one dense search under the same filter),
+p50/p95 over --queries LoCoMo questions, and memory per point (the process's resident memory and the shard's
+folder on disk, each grown over the fill, divided by the points added).
+
+Realistic points: LoCoMo dev turns embedded by the service's embedder (a pool), each point a pool turn's text with
+its vector moved a little (Gaussian noise, renormalised, cosine ~0.93 to the turn's) so no two points are equal;
+many tenants, users' sizes uneven (Zipf-like), one big user. Queries are LoCoMo questions, embedded once: the
+figures are the store's, not the embedder's. Measured on Qdrant Edge only; see docs/benchmarks.md for what carries
+to a server.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _pct(values, q):
+    values = sorted(values)
+    return values[max(0, min(len(values) - 1, int(round(q / 100 * (len(values) - 1)))))]
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _disk_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1000,10000,100000")
+    p.add_argument("--big-user", type=int, default=10_000)
+    p.add_argument("--queries", type=int, default=100)
+    p.add_argument("--pool", type=int, default=1500, help="LoCoMo turns embedded for the points' texts and vectors")
+    p.add_argument("--tenants", type=int, default=50)
+    p.add_argument("--seed", type=int, default=7)
+    args = p.parse_args(argv)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    workdir = Path(tempfile.mkdtemp(prefix="continuum-scale-"))
+    os.environ["CONTINUUM_VAR_DIR"] = str(workdir)
+    os.environ["QDRANT_URL"] = ""
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    import numpy as np
+    from django.conf import settings
+
+    from infra.embedder import get_embedder
+    from infra.vector_store import MemoryPoint, Scope
+    from infra.vector_store.edge import EdgeVectorStore
+
+    rng = random.Random(args.seed)
+    nrng = np.random.default_rng(args.seed)
+    data = json.loads((REPO.parent / "shared" / "bench" / "locomo-dev.json").read_text())
+    turns, questions = [], []
+    for conv in data:
+        for key, value in conv["conversation"].items():
+            if key.startswith("session_") and isinstance(value, list):
+                turns += [f'{t["speaker"]}: {t["text"]}' for t in value]
+        questions += [q["question"] for q in conv["qa"]]
+    rng.shuffle(turns)
+    rng.shuffle(questions)
+    embedder = get_embedder()
+    t = time.perf_counter()
+    pool_text = turns[:args.pool]
+    pool = np.array(embedder.embed(pool_text), dtype=np.float32)
+    queries = [(q, embedder.embed([q])[0]) for q in questions[:args.queries]]
+    print(f"embedded a pool of {len(pool_text)} turns and {len(queries)} questions in {time.perf_counter() - t:.0f} s",
+          flush=True)
+
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    tenants = [str(uuid.uuid4()) for _ in range(args.tenants)]
+    big = (tenants[0], str(uuid.uuid4()))
+    # Ordinary users: 1-2,000 memories each, most small (a Pareto draw), spread over the tenants.
+    ordinary: list[tuple[str, str, int]] = []
+
+    def next_user():
+        return (rng.choice(tenants), str(uuid.uuid4()), max(1, min(2000, int(rng.paretovariate(1.2) * 20))))
+
+    store_dir = workdir / "shard"
+    store = EdgeVectorStore(store_dir, dim=settings.EMBEDDING_DIM)
+    store.ensure_collection()
+    filled = big_filled = 0
+    current = None
+    left_in_user = 0
+    rows = []
+    for size in sizes:
+        big_target = min(args.big_user, size // 2)
+        rss0, disk0, start_count, t_fill = _rss_mb(), _disk_mb(store_dir), filled, time.perf_counter()
+        batch = []
+        while filled < size:
+            if big_filled < big_target:
+                tenant, user = big
+                big_filled += 1
+            else:
+                if left_in_user <= 0:
+                    current = next_user()
+                    ordinary.append(current)
+                    left_in_user = current[2]
+                tenant, user = current[0], current[1]
+                left_in_user -= 1
+            k = filled % len(pool)
+            vec = pool[k] + nrng.normal(0, 0.02, pool.shape[1]).astype(np.float32)
+            vec /= np.linalg.norm(vec)
+            text = pool_text[k]
+            batch.append(MemoryPoint(str(uuid.uuid4()), vec.tolist(), text, {
+                "tenant_id": tenant, "user_id": user, "kind": "event", "status": "active", "text": text,
+                "confidence": 0.7, "importance": 0.4, "created_at": time.time(), "source_type": "user_stated"}))
+            filled += 1
+            if len(batch) == 500:
+                store.upsert(batch)
+                batch = []
+        if batch:
+            store.upsert(batch)
+        fill_s = time.perf_counter() - t_fill
+        added = filled - start_count
+        per_point_rss = (_rss_mb() - rss0) * 1024 / max(1, added)
+        per_point_disk = (_disk_mb(store_dir) - disk0) * 1024 / max(1, added)
+        measured = {}
+        users = [("big user", Scope(tenant_id=big[0], user_id=big[1]), big_filled)]
+        sample = [u for u in ordinary if u[2] >= 20][-5:] or ordinary[-5:]
+        users += [(f"ordinary user ({statistics.median([u[2] for u in sample]):.0f} memories)", None, 0)]
+        for label, scope, n in users:
+            hybrid, floor = [], []
+            for i, (text, dense) in enumerate(queries):
+                s = scope or Scope(tenant_id=sample[i % len(sample)][0], user_id=sample[i % len(sample)][1])
+                store.search(s, dense=dense, text=text, limit=10)  # warm
+                t0 = time.perf_counter()
+                store.search(s, dense=dense, text=text, limit=10)
+                hybrid.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                store.search(s, dense=dense, limit=10)
+                floor.append(time.perf_counter() - t0)
+            measured[label] = (hybrid, floor)
+        print(f"\n{size:,} points ({len(tenants)} tenants, {len(ordinary) + 1} users; big user {big_filled:,}); "
+              f"filled {added:,} in {fill_s:.1f} s; memory per point: +{per_point_rss:.2f} KiB resident, "
+              f"+{per_point_disk:.2f} KiB on disk", flush=True)
+        for label, (hybrid, floor) in measured.items():
+            h95, f95 = _pct(hybrid, 95) * 1000, _pct(floor, 95) * 1000
+            print(f"  {label:<34} hybrid p50/p95 {_pct(hybrid, 50) * 1000:6.2f} / {h95:6.2f} ms   floor (dense) "
+                  f"p50/p95 {_pct(floor, 50) * 1000:6.2f} / {f95:6.2f} ms   p95 ratio {h95 / f95:.2f}x", flush=True)
+            rows.append({"size": size, "user": label, "hybrid_p95_ms": h95, "floor_p95_ms": f95})
+    store.close()
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
