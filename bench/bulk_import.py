@@ -30,7 +30,10 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DATASET = REPO.parent / "shared" / "bench" / "locomo-dev.json"
+sys.path.insert(0, str(REPO))
+
+from bench.locomo import DEFAULT_DATASET, QUICK_DATASET  # noqa: E402
+
 LIVE_FACTS = ["I prefer aisle seats on long flights.", "My favourite cuisine is Ethiopian food.",
               "I am allergic to peanuts.", "I work as a marine biologist in Porto.",
               "My daughter plays the cello.", "I never drink coffee after noon."]

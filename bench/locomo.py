@@ -36,7 +36,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DATASET = REPO.parent / "shared" / "bench" / "locomo-dev.json"
+# The LoCoMo dev set beside the checkout when there is one (development), else the short conversation shipped here.
+QUICK_DATASET = REPO / "bench" / "data" / "quick-conversation.json"
+DEFAULT_DATASET = next(p for p in (REPO.parent / "shared" / "bench" / "locomo-dev.json", QUICK_DATASET) if p.is_file())
 KS = (5, 10, 20)
 BUDGETS = (500, 1000, 2000)
 CATEGORIES = (1, 2, 3, 4)
