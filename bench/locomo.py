@@ -66,7 +66,12 @@ def _args(argv=None):
                         "the assistant's turns), for a side-by-side figure")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch CPU threads (more threads than idle cores make one short query ~20x slower)")
-    return p.parse_args(argv)
+    p.add_argument("--quick", action="store_true",
+                   help="the short conversation shipped in bench/data (seconds): shows the bench runs, not its figures")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.dataset, args.conversations = str(QUICK_DATASET), 1
+    return args
 
 
 def _setup_django(args, workdir: Path) -> None:
