@@ -15,7 +15,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from context.apis import ContextOutput
+from orchestration.apis.context import ContextOutput
 from infra.errors import AppError
 from memory import actions
 from memory.apis.controls import UserMemoryOutput
@@ -24,7 +24,7 @@ from memory.models import MemoryEvent, MemoryKind, MemoryStatus, SourceType
 from memory.retrieval import memory_retrieve
 from memory.selectors import memory_list
 from orchestration.context import turn_context
-from sessions.apis import SessionOutput
+from orchestration.apis.sessions import SessionOutput
 from sessions.selectors import access_session, bridge_summaries, session_list
 
 from .auth import Caller, current_caller
@@ -73,7 +73,8 @@ def _remember(caller: Caller, *, text: str, kind: str, subject: str, value: str,
     if record is None:
         reason = {"secret": "secrets (credentials, tokens, card or account numbers) are never stored",
                   "refused_instruction": "an instruction to the assistant is not a fact about the user and is "
-                                         "never stored"}.get(str(outcome), str(outcome))
+                                         "never stored",
+                  actions.INCOMPLETE: actions.INCOMPLETE_REASON}.get(str(outcome), str(outcome))
         return {"stored": False, "outcome": str(outcome), "reason": reason}
     return {"stored": True, "outcome": str(outcome), "memory_id": str(record.pk), "text": record.text,
             "kind": record.kind, "status": record.status, "source_type": record.source_type}

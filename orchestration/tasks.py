@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import logging
 
-import redis
 from django.conf import settings
 
-from context.bridge import bridge_write
-from context.buffer import buffer_delete
 from infra.errors import AppError
 from infra.task_retry import RETRY_ON, service_task
-from sessions.models import Session
 
 from .erasure import tenant_erase, tenant_erasure_failed
 from .imports import import_job_advance, import_job_failed, imports_backlog_next, \
     imports_backlog_work
-from .messages import message_extract, messages_pending_extraction
+from .messages import message_extract
 from .sessions import session_finish, sessions_close_idle
 
 log = logging.getLogger(__name__)
