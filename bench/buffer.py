@@ -121,15 +121,15 @@ def main(argv=None) -> dict:
 
     from django.conf import settings
 
+    from context import buffer as buffer_mod
+    from context.composer import context_compose
     from infra.redis_client import Keys, get_redis
     from infra.tokens import count_message_tokens, encoding, token_counts_clear
-    from context import buffer as buffer_mod
     from orchestration import messages as messages_mod
-    from context.composer import context_compose
+    from orchestration.messages import messages_record
+    from orchestration.sessions import session_start
     from sessions.models import Message, Session
     from sessions.services import NewMessage
-    from orchestration.sessions import session_start
-    from orchestration.messages import messages_record
     from tenants.services import end_user_create, tenant_create
 
     rnd = random.Random(args.seed)
@@ -278,7 +278,8 @@ def _print(res: dict) -> None:
               f"{'yes' if s['compose_within_target'] else 'NO':>3} {'yes' if s['cold_within_target'] else 'NO':>7} "
               f"{s['composed_tokens_median']:>7} {s['buffer_bytes']:>7}")
     t = res["tokens_at_token_turns"]
-    print(f"at {res['token_turns']} turns: composed {t['composed_tokens']} tokens vs transcript {t['transcript_tokens']} "
+    print(f"at {res['token_turns']} turns: composed {t['composed_tokens']} tokens vs transcript "
+          f"{t['transcript_tokens']} "
           f"({t['ratio']:.1%}); with the memories section filled to its cap: {t['ratio_with_memories_cap_filled']:.1%}")
     print(f"breakdown: {t['breakdown']}")
 

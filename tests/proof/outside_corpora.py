@@ -17,6 +17,7 @@ import importlib.resources
 import json
 from dataclasses import dataclass
 
+
 @dataclass(frozen=True)
 class Sample:
     source: str

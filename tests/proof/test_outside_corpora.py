@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from memory.extraction.injection import contains_instruction
 from infra.secrets import secrets_redact
+from memory.extraction.injection import contains_instruction
 
-from .outside_corpora import (chat_turns, faker_lookalikes, faker_secrets, injection_attempts, length_matched,
-                              rate)
+from .outside_corpora import chat_turns, faker_lookalikes, faker_secrets, injection_attempts, length_matched, rate
 
 # Rates measured on these corpora, and how far a change may move them before the proof fails.
 INJECTION_DETECTION, INJECTION_MARGIN = 14 / 36, 0.05

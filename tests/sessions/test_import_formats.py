@@ -12,7 +12,7 @@ from infra.errors import ValidationFailed
 from sessions.import_formats import export_sessions, export_summary
 from tests.orchestration.exports import LOCOMO_SAMPLE, OPENAI_EXPORT
 
-# A conversation in the LoCoMo dataset's full shape (qa, observations, summaries, image keys), shipped in the repository.
+# A conversation in the LoCoMo dataset's full shape (qa, observations, summaries, image keys), shipped here.
 QUICK_CONVERSATION = Path(__file__).resolve().parents[2] / "bench" / "data" / "quick-conversation.json"
 
 
