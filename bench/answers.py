@@ -11,6 +11,10 @@ The conversations are imported through the service as bench/locomo.py does (rule
 are about retrieval, not about the reader's own extraction); --reuse-dir keeps the import for the next run.
 
     .venv/bin/python bench/answers.py --questions 20 [--conversations 1] [--seed 7] [--json out.json]
+
+--quick: four questions of the short conversation shipped in bench/data, read by a stand-in reader unless --base-url
+is given (a local server that answers with the context line sharing the most words with the question, no model):
+seconds, to show the bench runs; its figures say nothing about a model.
 """
 from __future__ import annotations
 
@@ -23,9 +27,11 @@ import statistics
 import string
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -46,16 +52,60 @@ def _args(argv=None):
     p.add_argument("--questions", type=int, default=20, help="questions sampled (seeded) from categories 1-4")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--conversations", type=int, default=1, help="only the first N conversations (0: all)")
-    p.add_argument("--base-url", default=os.environ.get("READER_BASE_URL") or
-                   f"http://127.0.0.1:{os.environ.get('LOCAL_MODEL_PORT', '8090')}/v1")
+    p.add_argument("--base-url", default=None, help="the reader (default: READER_BASE_URL, else the local model)")
     p.add_argument("--model", default=os.environ.get("READER_MODEL", ""), help="default: the server's first model")
     p.add_argument("--json", dest="json_path")
     p.add_argument("--database-url", default="")
     p.add_argument("--reuse-dir", default="")
     p.add_argument("--torch-threads", type=int, default=1)
+    p.add_argument("--quick", action="store_true", help="four questions of the conversation in bench/data, read by "
+                   "a stand-in reader unless --base-url is given")
     args = p.parse_args(argv)
+    if args.quick:
+        p.set_defaults(dataset=str(locomo.QUICK_DATASET), questions=4)
+        args = p.parse_args(argv)
+        if args.base_url is None:
+            args.base_url = overlap_reader_start()
+    args.base_url = args.base_url or os.environ.get("READER_BASE_URL") or \
+        f"http://127.0.0.1:{os.environ.get('LOCAL_MODEL_PORT', '8090')}/v1"
     args.use_llm = False  # the import's extraction: rules only
     return args
+
+
+def overlap_reader_start() -> str:
+    """A stand-in reader on a spare loopback port, speaking the two OpenAI routes the bench calls: it answers with
+    the context line that shares the most words with the question. Returns its base URL."""
+
+    class Reader(BaseHTTPRequestHandler):
+        def _send(self, body: dict) -> None:
+            raw = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self):
+            self._send({"object": "list", "data": [{"id": "overlap-reader", "object": "model", "created": 0,
+                                                    "owned_by": "bench"}]})
+
+        def do_POST(self):
+            request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            prompt = request["messages"][-1]["content"]
+            context, _, question = prompt.partition("\n\nQuestion: ")
+            words = set(normalize(question))
+            lines = [line for line in context.splitlines()[1:] if line.strip()]
+            best = max(lines, key=lambda line: len(words & set(normalize(line))), default="")
+            self._send({"id": "quick", "object": "chat.completion", "created": 0, "model": "overlap-reader",
+                        "choices": [{"index": 0, "finish_reason": "stop",
+                                     "message": {"role": "assistant", "content": best}}]})
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Reader)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
 
 
 def normalize(text: str) -> list[str]:
@@ -99,7 +149,7 @@ def main(argv=None) -> dict:
     from tenants.models import EndUser, Tenant
     from tenants.services import tenant_create
 
-    reused = locomo._reused_import(marker, data, Tenant, EndUser) if args.reuse_dir else None
+    reused = locomo._reused_import(marker, data, Tenant, EndUser, "two-users") if args.reuse_dir else None
     if reused:
         tenant, users_by_sample, _ = reused
     else:

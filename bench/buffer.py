@@ -8,8 +8,9 @@ In one run, against the Redis of REDIS_URL and a scratch database:
     benchmark) at the same sizes, beside the tokenizer's own cost of counting the composed messages once;
   * composed tokens against the full transcript's tokens at 200 turns.
 Targets (issue 3): compose p95 ≤ 3 × floor + tokenizer cost; composed ≤ 10% of the transcript at 200 turns.
+--quick: 10 and 50 turns, 40 for the size figure, few samples (seconds: shows the bench runs, not its figures).
 
-    .venv/bin/python bench/buffer.py [--database-url URL] [--json out.json]
+    .venv/bin/python bench/buffer.py [--database-url URL] [--json out.json] [--quick]
 """
 from __future__ import annotations
 
@@ -25,8 +26,10 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SIZES = (10, 100, 1000)
 TOKEN_TURNS = 200
+# Sessions per size (10, 100 and 1,000 turns), so that each size gets a few hundred appends near its final length.
+PLAN = {10: 40, 100: 4, 1000: 1}
+QUICK_PLAN, QUICK_TOKEN_TURNS = {10: 4, 50: 1}, 40
 
 
 def _args(argv=None):
@@ -35,7 +38,13 @@ def _args(argv=None):
     p.add_argument("--json", dest="json_path", help="also write the figures here")
     p.add_argument("--samples", type=int, default=200, help="compose samples per size")
     p.add_argument("--seed", type=int, default=7)
-    return p.parse_args(argv)
+    p.add_argument("--quick", action="store_true", help="tiny sizes: seconds, to show the bench still runs")
+    args = p.parse_args(argv)
+    if args.quick:
+        p.set_defaults(samples=20)
+        args = p.parse_args(argv)
+    args.plan, args.token_turns = (QUICK_PLAN, QUICK_TOKEN_TURNS) if args.quick else (PLAN, TOKEN_TURNS)
+    return args
 
 
 def _setup_django(args, workdir: Path) -> None:
@@ -112,23 +121,25 @@ def main(argv=None) -> dict:
 
     from django.conf import settings
 
+    from context import buffer as buffer_mod
+    from context.composer import context_compose
     from infra.redis_client import Keys, get_redis
     from infra.tokens import count_message_tokens, encoding, token_counts_clear
-    from sessions import buffer as buffer_mod
-    from context.composer import context_compose
+    from orchestration import messages as messages_mod
+    from orchestration.messages import messages_record
+    from orchestration.sessions import session_start
     from sessions.models import Message, Session
     from sessions.services import NewMessage
-    from orchestration.sessions import session_start
-    from orchestration.messages import messages_record
     from tenants.services import end_user_create, tenant_create
 
     rnd = random.Random(args.seed)
     r = get_redis()
     tenant = tenant_create(name="bench-buffer", slug=f"bench-buffer-{uuid.uuid4().hex[:8]}")
 
-    # Time every buffer append the service makes after its commit, with the session's turn count.
+    # Time every buffer append the service makes after its commit, with the session's turn count (wrapped where
+    # messages_record looks it up).
     appends: list[tuple[int, float]] = []
-    real_append = buffer_mod.buffer_append_messages
+    real_append = messages_mod.buffer_append_messages
     turn_of: dict[str, int] = {}
 
     def timed_append(**kw):
@@ -137,7 +148,7 @@ def main(argv=None) -> dict:
         appends.append((turn_of.get(str(kw["session_id"]), 0), time.perf_counter() - started))
         return out
 
-    buffer_mod.buffer_append_messages = timed_append
+    messages_mod.buffer_append_messages = timed_append
 
     def build(turns: int) -> Session:
         user = end_user_create(tenant=tenant, external_id=f"u-{uuid.uuid4().hex[:10]}")
@@ -152,26 +163,25 @@ def main(argv=None) -> dict:
         return session
 
     try:
-        results: dict = {"config": {
+        sizes = tuple(args.plan)
+        results: dict = {"token_turns": args.token_turns, "config": {
             "database": settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1],
             "anchor_every_turns": settings.CONTINUUM_ANCHOR_EVERY_TURNS,
             "anchor_keep_turns": settings.CONTINUUM_ANCHOR_KEEP_TURNS,
             "context_budget": settings.CONTINUUM_CONTEXT_BUDGET, "context_caps": settings.CONTINUUM_CONTEXT_CAPS}}
-        # Sessions per size so that each size gets a few hundred appends near its final length.
-        plan = {10: 40, 100: 4, 1000: 1}
         by_size: dict[int, list[Session]] = {}
-        append_samples: dict[int, list[float]] = {size: [] for size in SIZES}
+        append_samples: dict[int, list[float]] = {size: [] for size in sizes}
         build_started = time.perf_counter()
-        for size in SIZES:
+        for size in sizes:
             by_size[size] = []
-            for _ in range(plan[size]):
+            for _ in range(args.plan[size]):
                 appends.clear()
                 by_size[size].append(build(size))
                 append_samples[size] += [d for t, d in appends if t > size * 0.8]
         results["build_seconds"] = round(time.perf_counter() - build_started, 1)
 
         # The floor: PING, and GET of the biggest buffer's bytes, unparsed.
-        big = by_size[1000][0]
+        big = by_size[max(sizes)][0]
         big_key = Keys.session_buffer(tenant.pk, big.user_id, big.pk)
         buffer_mod.buffer_get(tenant_id=tenant.pk, user_id=big.user_id, session_id=big.pk)
         ping, get = [], []
@@ -182,24 +192,23 @@ def main(argv=None) -> dict:
             t0 = time.perf_counter()
             r.get(big_key)
             get.append(time.perf_counter() - t0)
-        results["floor"] = {"ping": _ms(ping), "get_buffer": _ms(get), "buffer_bytes_at_1000_turns": r.strlen(big_key)}
+        results["floor"] = {"ping": _ms(ping), "get_buffer": _ms(get), "largest_buffer_bytes": r.strlen(big_key)}
 
         results["sizes"] = {}
-        for size in SIZES:
+        for size in sizes:
             sessions = by_size[size]
             compose, cold, tokenize, totals, floor = [], [], [], [], []
             questions = [_fill(rnd.choice(USER), rnd) for _ in range(args.samples)]
             keys = [Keys.session_buffer(tenant.pk, s.user_id, s.pk) for s in sessions]
             for i in range(20):  # warm-up, not measured
-                context_compose(tenant=tenant, session=sessions[i % len(sessions)], new_input=questions[i],
-                                include_memories=False)
+                context_compose(tenant=tenant, session=sessions[i % len(sessions)], new_input=questions[i])
             for i, question in enumerate(questions):
                 session = sessions[i % len(sessions)]
                 t0 = time.perf_counter()
                 r.get(keys[i % len(keys)])  # the floor for this size, interleaved with the composes
                 floor.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                ctx = context_compose(tenant=tenant, session=session, new_input=question, include_memories=False)
+                ctx = context_compose(tenant=tenant, session=session, new_input=question)
                 compose.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()  # the tokenizer itself, without the remembered counts
                 [len(encoding().encode(m.get("content") or "", disallowed_special=())) for m in ctx.messages]
@@ -209,8 +218,7 @@ def main(argv=None) -> dict:
                 # cold: the remembered token counts dropped first (stored message counts still help)
                 token_counts_clear()
                 t0 = time.perf_counter()
-                context_compose(tenant=tenant, session=sessions[i % len(sessions)], new_input=question,
-                                include_memories=False)
+                context_compose(tenant=tenant, session=sessions[i % len(sessions)], new_input=question)
                 cold.append(time.perf_counter() - t0)
             results["sizes"][size] = {
                 "sessions": len(sessions), "append": _ms(append_samples[size]), "compose": _ms(compose),
@@ -224,13 +232,13 @@ def main(argv=None) -> dict:
             results["sizes"][size]["cold_within_target"] = (
                 results["sizes"][size]["compose_cold"]["p95_ms"] <= results["sizes"][size]["compose_target_ms"])
 
-        # Context size at 200 turns against the full transcript.
-        session = build(TOKEN_TURNS)
+        # Context size at 200 turns (--quick: 40) against the full transcript.
+        session = build(args.token_turns)
         transcript = [{"role": m.role, "content": m.content}
                       for m in Message.objects.unscoped().filter(session=session).order_by("seq")]
-        ctx = context_compose(tenant=tenant, session=session, new_input=_fill(USER[1], rnd), include_memories=False)
+        ctx = context_compose(tenant=tenant, session=session, new_input=_fill(USER[1], rnd))
         full = count_message_tokens(transcript)
-        results["tokens_at_200_turns"] = {
+        results["tokens_at_token_turns"] = {
             "transcript_tokens": full, "composed_tokens": ctx.total_tokens,
             "ratio": round(ctx.total_tokens / full, 4), "breakdown": ctx.breakdown,
             "with_memories_cap_filled": ctx.total_tokens + settings.CONTINUUM_CONTEXT_CAPS.get("memories", 0),
@@ -238,7 +246,7 @@ def main(argv=None) -> dict:
                 (ctx.total_tokens + settings.CONTINUUM_CONTEXT_CAPS.get("memories", 0)) / full, 4),
         }
     finally:
-        buffer_mod.buffer_append_messages = real_append
+        messages_mod.buffer_append_messages = real_append
         keys = list(r.scan_iter(match=f"{settings.REDIS_KEY_PREFIX}:*", count=1000))
         if keys:
             r.delete(*keys)
@@ -254,7 +262,7 @@ def _print(res: dict) -> None:
     f = res["floor"]
     print(f"database: {res['config']['database']}; build of all sessions took {res['build_seconds']} s")
     print(f"Redis floor: PING p50 {f['ping']['p50_ms']} ms, p95 {f['ping']['p95_ms']} ms; GET of a "
-          f"{f['buffer_bytes_at_1000_turns']}-byte buffer p50 {f['get_buffer']['p50_ms']} ms, "
+          f"{f['largest_buffer_bytes']}-byte buffer p50 {f['get_buffer']['p50_ms']} ms, "
           f"p95 {f['get_buffer']['p95_ms']} ms")
     print("compose target = 3 x GET p95 (that size's buffer, interleaved) + tokenizer p95 (the composed messages "
           "counted once, uncached)")
@@ -269,8 +277,9 @@ def _print(res: dict) -> None:
               f"{s['tokenizer']['p95_ms']:>12.3f}ms {s['compose_target_ms']:>6.2f}ms "
               f"{'yes' if s['compose_within_target'] else 'NO':>3} {'yes' if s['cold_within_target'] else 'NO':>7} "
               f"{s['composed_tokens_median']:>7} {s['buffer_bytes']:>7}")
-    t = res["tokens_at_200_turns"]
-    print(f"at {TOKEN_TURNS} turns: composed {t['composed_tokens']} tokens vs transcript {t['transcript_tokens']} "
+    t = res["tokens_at_token_turns"]
+    print(f"at {res['token_turns']} turns: composed {t['composed_tokens']} tokens vs transcript "
+          f"{t['transcript_tokens']} "
           f"({t['ratio']:.1%}); with the memories section filled to its cap: {t['ratio_with_memories_cap_filled']:.1%}")
     print(f"breakdown: {t['breakdown']}")
 

@@ -15,6 +15,9 @@ in a scratch folder, the real local embedder, no LLM):
 
     .venv/bin/python bench/bulk_import.py --database-url postgres://…/<scratch> [--messages 10000]
         [--backlog-seconds 60] [--json out.json]
+
+--quick: the short conversation shipped in bench/data repeated to 48 messages, a second idle, at most 5 s of backlog
+(seconds: shows the bench runs, not its figures).
 """
 from __future__ import annotations
 
@@ -30,7 +33,10 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DATASET = REPO.parent / "shared" / "bench" / "locomo-dev.json"
+sys.path.insert(0, str(REPO))
+
+from bench.locomo import DEFAULT_DATASET, QUICK_DATASET  # noqa: E402
+
 LIVE_FACTS = ["I prefer aisle seats on long flights.", "My favourite cuisine is Ethiopian food.",
               "I am allergic to peanuts.", "I work as a marine biologist in Porto.",
               "My daughter plays the cello.", "I never drink coffee after noon."]
@@ -45,7 +51,12 @@ def _args(argv=None):
     p.add_argument("--backlog-seconds", type=float, default=60.0, help="live measurements during the backlog")
     p.add_argument("--every-ms", type=float, default=100.0, help="pause between two live context reads")
     p.add_argument("--json", dest="json_path")
-    return p.parse_args(argv)
+    p.add_argument("--quick", action="store_true", help="48 messages of the conversation in bench/data, short phases")
+    args = p.parse_args(argv)
+    if args.quick:
+        p.set_defaults(dataset=str(QUICK_DATASET), messages=48, idle_seconds=1.0, backlog_seconds=5.0)
+        args = p.parse_args(argv)
+    return args
 
 
 def _setup(args, workdir: Path) -> None:
@@ -170,7 +181,7 @@ def main(argv=None) -> dict:
     from tenants.services import end_user_create, tenant_create
 
     payload, total = build_export(Path(args.dataset), args.messages)
-    print(f"export: {total} messages, {len(payload) / 1e6:.1f} MB (LoCoMo dev set repeated with new sample ids)",
+    print(f"export: {total} messages, {len(payload) / 1e6:.1f} MB ({args.dataset} repeated with new sample ids)",
           flush=True)
     get_embedder().embed(["warm up"])
     app.control.purge()  # this broker db holds nothing of anyone else's

@@ -16,6 +16,9 @@ rules-only extraction and once with the model at --base-url, each into its own t
 The threshold is fixed in advance (it is not fitted to this data); the embedder is the service's own.
 
     .venv/bin/python bench/extraction.py --sessions 2 [--threshold 0.6] [--json out.json]
+
+--quick: the short conversation shipped in bench/data, rules only unless --base-url is given (seconds: shows the
+bench runs, not its figures).
 """
 from __future__ import annotations
 
@@ -42,13 +45,18 @@ def _args(argv=None):
     p.add_argument("dataset", nargs="?", default=str(locomo.DEFAULT_DATASET))
     p.add_argument("--sessions", type=int, default=2, help="the first N sessions of the first conversation")
     p.add_argument("--threshold", type=float, default=0.6, help="cosine at which a memory matches a gold fact")
-    p.add_argument("--base-url", default=os.environ.get("READER_BASE_URL") or
-                   f"http://127.0.0.1:{os.environ.get('LOCAL_MODEL_PORT', '8090')}/v1")
+    p.add_argument("--base-url", default=None, help="the model (default: READER_BASE_URL, else the local model)")
     p.add_argument("--no-llm", action="store_true", help="rules only (no model pass)")
+    p.add_argument("--quick", action="store_true", help="the short conversation in bench/data, rules only unless "
+                   "--base-url is given")
     p.add_argument("--json", dest="json_path")
     p.add_argument("--database-url", default="")
     p.add_argument("--torch-threads", type=int, default=1)
     args = p.parse_args(argv)
+    if args.quick:
+        args.dataset, args.no_llm = str(locomo.QUICK_DATASET), args.no_llm or args.base_url is None
+    args.base_url = args.base_url or os.environ.get("READER_BASE_URL") or \
+        f"http://127.0.0.1:{os.environ.get('LOCAL_MODEL_PORT', '8090')}/v1"
     args.use_llm = False  # settings start without a model; the model pass switches it on
     args.reuse_dir = ""
     return args

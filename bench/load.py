@@ -73,7 +73,13 @@ def _args(argv=None):
                    help="how long to wait after the load for the worker to extract every message")
     p.add_argument("--json", dest="json_path", help="also write the figures here")
     p.add_argument("--serve-stub", nargs=3, metavar=("PORT", "LATENCY_MS", "LOG"), help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    p.add_argument("--quick", action="store_true", help="2 users x 1 turn, a 20 ms stub, a small floor: shows the "
+                   "bench runs (the server's start dominates), not its figures")
+    args = p.parse_args(argv)
+    if args.quick:
+        p.set_defaults(users=2, turns=1, llm_latency_ms=20.0, floor_points=200, drain_timeout=30.0)
+        args = p.parse_args(argv)
+    return args
 
 
 # --- the LLM stub (its own process, so its threads never compete with the client for a GIL) ---------------------

@@ -40,7 +40,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DATASET = REPO.parent / "shared" / "bench" / "locomo-dev.json"
+# The LoCoMo dev set beside the checkout when there is one (development), else the short conversation shipped here.
+QUICK_DATASET = REPO / "bench" / "data" / "quick-conversation.json"
+DEFAULT_DATASET = next(p for p in (REPO.parent / "shared" / "bench" / "locomo-dev.json", QUICK_DATASET) if p.is_file())
 KS = (5, 10, 20)
 BUDGETS = (500, 1000, 2000)
 CATEGORIES = (1, 2, 3, 4)
@@ -75,7 +77,12 @@ def _args(argv=None):
                         "budget holds the profile section first, as a composed context does, and retrieval the rest")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch CPU threads (more threads than idle cores make one short query ~20x slower)")
-    return p.parse_args(argv)
+    p.add_argument("--quick", action="store_true",
+                   help="the short conversation shipped in bench/data (seconds): shows the bench runs, not its figures")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.dataset, args.conversations = str(QUICK_DATASET), 1
+    return args
 
 
 def _setup_django(args, workdir: Path) -> None:

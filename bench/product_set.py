@@ -33,6 +33,7 @@ import argparse
 import json
 import random
 import statistics
+import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -533,7 +534,10 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--out", default=str(OUT))
+    p.add_argument("--quick", action="store_true", help="write to a temporary file instead (the set takes seconds)")
     args = p.parse_args(argv)
+    if args.quick:
+        args.out = str(Path(tempfile.mkdtemp(prefix="product-set-")) / OUT.name)
     data = generate(args.seed)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")

@@ -1,6 +1,7 @@
 """Filtered query latency of the two vector-store backends, side by side, on the same random data.
 
 Usage: .venv/bin/python bench/vector_store.py [--points 20000] [--queries 300] [--local-queries 30] [--json out.json]
+       .venv/bin/python bench/vector_store.py --quick   (1,000 points, 20 queries: seconds, shows the bench runs)
 
 Both backends hold the same points (random unit vectors, short texts over a Zipf vocabulary) spread over
 tenants x users, and answer the same tenant + user filtered queries through the project's own store classes
@@ -109,7 +110,11 @@ def main() -> int:
     ap.add_argument("--no-optimize", action="store_true", help="skip the Edge-after-optimize() rows")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes: seconds, to show the bench still runs")
     args = ap.parse_args()
+    if args.quick:
+        ap.set_defaults(points=1000, tenants=2, users=5, queries=20, local_queries=5)
+        args = ap.parse_args()
 
     rng, nrng = random.Random(args.seed), np.random.default_rng(args.seed)
     points = make_points(args.points, args.dim, args.tenants, args.users, rng, nrng)

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-from memory.extraction.injection import contains_instruction
 from infra.secrets import secrets_redact
+from memory.extraction.injection import contains_instruction
 
-from .outside_corpora import (faker_lookalikes, faker_secrets, injection_attempts, length_matched, locomo_turns,
-                              rate)
+from .outside_corpora import chat_turns, faker_lookalikes, faker_secrets, injection_attempts, length_matched, rate
 
 # Rates measured on these corpora, and how far a change may move them before the proof fails.
 INJECTION_DETECTION, INJECTION_MARGIN = 14 / 36, 0.05
-INJECTION_FALSE_POSITIVES, INJECTION_FP_MARGIN = 0 / 39, 0.03  # length-matched LoCoMo turns + the bench's controls
-LOCOMO_FALSE_POSITIVES, LOCOMO_FP_MARGIN = 0 / 1451, 0.005  # every LoCoMo turn
+INJECTION_FALSE_POSITIVES, INJECTION_FP_MARGIN = 0 / 39, 0.03  # length-matched chat turns + the bench's controls
+CHAT_FALSE_POSITIVES, CHAT_FP_MARGIN = 1 / 1901, 0.005  # every distinct ChatterBot turn
 SECRET_DETECTION, SECRET_MARGIN = 156 / 160, 0.03
 SECRET_FALSE_POSITIVES, SECRET_FP_MARGIN = 8 / 240, 0.02
 
@@ -29,25 +28,25 @@ def test_injection_guard_on_outside_attacks_and_benign_turns_of_the_same_length(
     attacks, controls = injection_attempts()
     assert len(attacks) >= 30, "the corpora shrank: the floor below no longer means what it says"
     detected = [contains_instruction(a.text) for a in attacks]
-    benign = length_matched(locomo_turns(), [len(a.text) for a in attacks]) + [c.text for c in controls]
+    benign = length_matched(chat_turns(), [len(a.text) for a in attacks]) + [c.text for c in controls]
     false_alarms = [t for t in benign if contains_instruction(t)]
     detection, fp = rate(sum(detected), len(attacks)), rate(len(false_alarms), len(benign))
     print(f"\ninjection guard, outside corpus: detection {sum(detected)}/{len(attacks)} = {detection:.1%} "
           f"(by family: {_by_family(attacks, detected)}); false positives {len(false_alarms)}/{len(benign)} = "
-          f"{fp:.1%} on length-matched LoCoMo turns and the bench's controls")
+          f"{fp:.1%} on length-matched chat turns and the bench's controls")
     for text in false_alarms:
         print("   false alarm:", text[:120])
     assert detection >= INJECTION_DETECTION - INJECTION_MARGIN
     assert fp <= INJECTION_FALSE_POSITIVES + INJECTION_FP_MARGIN
 
 
-def test_injection_guard_false_positives_on_every_locomo_turn():
-    turns = locomo_turns()
-    assert len(turns) >= 1000
+def test_injection_guard_false_positives_on_every_chat_turn():
+    turns = chat_turns()
+    assert len(turns) >= 1000, "the corpus shrank: the floor below no longer means what it says"
     flagged = [t for t in turns if contains_instruction(t)]
     fp = rate(len(flagged), len(turns))
-    print(f"\ninjection guard, LoCoMo: {len(flagged)}/{len(turns)} ordinary turns flagged = {fp:.2%}")
-    assert fp <= LOCOMO_FALSE_POSITIVES + LOCOMO_FP_MARGIN, flagged[:5]
+    print(f"\ninjection guard, ChatterBot corpus: {len(flagged)}/{len(turns)} ordinary turns flagged = {fp:.2%}")
+    assert fp <= CHAT_FALSE_POSITIVES + CHAT_FP_MARGIN, flagged[:5]
 
 
 def test_secrets_filter_on_faker_secrets_and_lookalikes():

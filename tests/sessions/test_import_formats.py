@@ -12,7 +12,8 @@ from infra.errors import ValidationFailed
 from sessions.import_formats import export_sessions, export_summary
 from tests.orchestration.exports import LOCOMO_SAMPLE, OPENAI_EXPORT
 
-LOCOMO_DEV = Path(__file__).resolve().parents[2].parent / "shared" / "bench" / "locomo-dev.json"
+# A conversation in the LoCoMo dataset's full shape (qa, observations, summaries, image keys), shipped here.
+QUICK_CONVERSATION = Path(__file__).resolve().parents[2] / "bench" / "data" / "quick-conversation.json"
 
 
 def read(fmt, data, **kwargs):
@@ -42,13 +43,14 @@ def test_locomo_accepts_one_sample_or_a_bare_conversation_and_a_speaker_by_name(
     assert [m.role for m in bare[0].messages] == ["assistant", "user", "assistant"]
 
 
-def test_the_dev_set_reads_every_turn():
-    with LOCOMO_DEV.open("rb") as stream:
-        summary = export_summary(fmt="locomo", stream=stream)
-    data = json.loads(LOCOMO_DEV.read_text())
+def test_a_file_in_the_datasets_own_shape_reads_every_turn():
+    sample = json.loads(QUICK_CONVERSATION.read_text())[0]
+    data = [dict(sample, sample_id=f"{sample['sample_id']}-{n}") for n in range(3)]
+    summary = export_summary(fmt="locomo", stream=io.BytesIO(json.dumps(data).encode()))
     turns = sum(len(v) for s in data for k, v in s["conversation"].items()
                 if k.startswith("session_") and not k.endswith("date_time"))
-    assert (summary.messages + summary.ignored, summary.sessions) == (turns, 70)
+    assert turns == 72
+    assert (summary.messages + summary.ignored, summary.sessions) == (turns, 9)
 
 
 def test_openai_conversations_as_lists_objects_or_under_a_key():
