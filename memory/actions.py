@@ -50,13 +50,25 @@ def memory_id_for(message_id, index: int) -> uuid.UUID:
     return uuid.uuid5(MEMORY_NAMESPACE, f"{message_id}:{index}")
 
 
-def memory_expiry(*, tenant: Tenant, kind: str, created_at: datetime) -> datetime | None:
-    """created_at + the kind's TTL; the tenant's per-kind override wins (None or 0 there: never expires)."""
+def memory_ttl_days(*, tenant: Tenant, kind: str) -> float | None:
+    """The kind's TTL in days; the tenant's per-kind override wins (None or 0 there: never expires)."""
     overrides = tenant.memory_ttl_days or {}
     days = overrides[kind] if kind in overrides else settings.MEMORY_TTL_DAYS.get(kind)
-    if not days:
+    return float(days) if days else None
+
+
+def memory_lifetime_start(*, tenant: Tenant, said_at: datetime, learned_at: datetime) -> datetime:
+    """Where a memory's lifetime (TTL, decay, retention) starts: when Continuum learned it, unless the tenant counts
+    from when it was said. Imported history said years ago is thus not old on arrival."""
+    return said_at if tenant.memory_lifetime_from == Tenant.LifetimeFrom.SAID else learned_at
+
+
+def memory_expiry(*, tenant: Tenant, kind: str, said_at: datetime, learned_at: datetime) -> datetime | None:
+    """The lifetime's start + the kind's TTL; None when the kind never expires."""
+    days = memory_ttl_days(tenant=tenant, kind=kind)
+    if days is None:
         return None
-    return created_at + timedelta(days=float(days))
+    return memory_lifetime_start(tenant=tenant, said_at=said_at, learned_at=learned_at) + timedelta(days=days)
 
 
 def memory_snapshot(record: MemoryRecord) -> dict:
@@ -110,8 +122,10 @@ def _validated(kind: str, source_type: str, text: str) -> str:
 
 
 def _new_record(*, tenant, user, candidate: Candidate, source: SourceMessage | None = None, session_id=None,
-                memory_id=None, created_at: datetime | None = None) -> MemoryRecord:
-    created = created_at or (source.created_at if source is not None else None) or clock.now()
+                memory_id=None, created_at: datetime | None = None, learned_at: datetime | None = None
+                ) -> MemoryRecord:
+    learned = learned_at or clock.now()
+    created = created_at or (source.created_at if source is not None else None) or learned
     sources = [str(source.id)] if source is not None else []
     return MemoryRecord(
         id=memory_id or uuid.uuid4(), tenant=tenant, user=user, kind=candidate.kind, text=candidate.text,
@@ -120,8 +134,9 @@ def _new_record(*, tenant, user, candidate: Candidate, source: SourceMessage | N
         source_type=candidate.source_type, source_message_id=source.id if source is not None else None,
         source_message_ids=sources,
         session_id=session_id if session_id is not None else (source.session_id if source is not None else None),
-        created_at=created, status=_initial_status(tenant=tenant, source_type=candidate.source_type),
-        status_changed_at=clock.now(), expires_at=memory_expiry(tenant=tenant, kind=candidate.kind, created_at=created),
+        created_at=created, learned_at=learned,
+        status=_initial_status(tenant=tenant, source_type=candidate.source_type), status_changed_at=clock.now(),
+        expires_at=memory_expiry(tenant=tenant, kind=candidate.kind, said_at=created, learned_at=learned),
         content_hash=content_hash_for(candidate.text),
         extractor=candidate.extractor[:40], extractor_version=str(candidate.metadata.get("extractor_version", "1")),
         metadata={k: v for k, v in candidate.metadata.items() if k != "extractor_version"},
@@ -227,9 +242,10 @@ def memory_create(*, tenant: Tenant, user: EndUser, kind: str, text: str, source
                   confidence: float = 0.8, importance: float = 0.5, source: SourceMessage | None = None,
                   session_id=None, subject: str = "", value: str = "", actor_type: str = MemoryEvent.Actor.SYSTEM,
                   actor_id: str = "", extractor: str = "manual", created_at: datetime | None = None, memory_id=None,
-                  metadata: dict | None = None) -> MemoryRecord:
+                  metadata: dict | None = None, learned_at: datetime | None = None) -> MemoryRecord:
     """Store one memory as given (no duplicate check). Secrets are redacted; a text that is only a secret is
-    refused."""
+    refused. created_at is when it was said (default: the source's time, else now), learned_at when Continuum
+    learned it (default now)."""
     text = _validated(kind, source_type, text)
     redaction = secrets_redact(text)
     if redaction.found and not _has_content(redaction.text):
@@ -242,7 +258,7 @@ def memory_create(*, tenant: Tenant, user: EndUser, kind: str, text: str, source
                           metadata=dict(metadata or {}))
     with transaction.atomic():
         record = _new_record(tenant=tenant, user=user, candidate=candidate, source=source, session_id=session_id,
-                             memory_id=memory_id, created_at=created_at)
+                             memory_id=memory_id, created_at=created_at, learned_at=learned_at)
         _create_locked(record, actor_type=actor_type, actor_id=actor_id)
         outbox_enqueue(tenant_id=str(tenant.pk), memory_ids=[str(record.pk)])
     return record
