@@ -96,6 +96,10 @@ def import_forecast(*, tenant: Tenant, fmt: str, payload: bytes | None = None, f
 
     with _open(payload, file_name) as stream:
         summary = export_summary(fmt=fmt, stream=stream, speaker=speaker, default_time=now, on_message=on_message)
+    if not summary.messages:
+        # A job of nothing would end "done" at once, which reads as a successful import.
+        raise ValidationFailed("The export holds no messages to import.", code="empty_export",
+                               details={"conversations": summary.sessions, "blank_messages": summary.ignored})
     return ImportForecast(summary.sessions, summary.messages, tenant.memory_lifetime_from, expiring)
 
 

@@ -198,6 +198,14 @@ def _import_job_data(job) -> dict:
     return ImportJobOutput(job).data
 
 
+def _json_body_check(request) -> None:
+    """The body is read raw (no parser), so its media type is checked here: an export is JSON."""
+    media = (request.content_type or "").split(";")[0].strip().lower()
+    if not (media == "application/json" or (media.startswith("application/") and media.endswith("+json"))):
+        raise ValidationFailed(f"An export is sent as JSON with Content-Type: application/json, not "
+                               f"{media or 'without a Content-Type'}.", code="not_json", details={"content_type": media})
+
+
 class ImportOptionsInput(serializers.Serializer):
     dry_run = serializers.BooleanField(default=False)
     accept_expiry = serializers.BooleanField(default=False)
@@ -232,6 +240,7 @@ class UserImportApi(APIView):
         options = ImportOptionsInput(data=request.query_params)
         if not options.is_valid():
             raise ValidationFailed("Invalid import options.", details=options.errors)
+        _json_body_check(request)
         stream = request.stream
         # The middleware refused bodies over the import limit; Django's smaller one does not apply to this route.
         payload = stream.read() if stream is not None else b""
