@@ -203,7 +203,8 @@ def _json_body_check(request) -> None:
     media = (request.content_type or "").split(";")[0].strip().lower()
     if not (media == "application/json" or (media.startswith("application/") and media.endswith("+json"))):
         raise ValidationFailed(f"An export is sent as JSON with Content-Type: application/json, not "
-                               f"{media or 'without a Content-Type'}.", code="not_json", details={"content_type": media})
+                               f"{media or 'without a Content-Type'}.", code="not_json",
+                               details={"content_type": media})
 
 
 class ImportOptionsInput(serializers.Serializer):
