@@ -8,7 +8,8 @@ Why this shape:
   Django only.
 - Stateless with JSON responses: each POST is one self-contained exchange, with no MCP session kept in a process.
   Web processes stay interchangeable (several uvicorn workers, several hosts behind a balancer) and nothing is lost
-  when one restarts. None of the tools streams or calls back to the client, so SSE would add nothing.
+  when one restarts. None of the tools streams or calls back to the client, so SSE would add nothing, and a GET
+  (a stream the server would hold open) is answered 405 (jsonrpc_guard.py).
 - The SDK's DNS-rebinding check is replaced by Django's ALLOWED_HOSTS (McpAuth), so one host list governs every
   route; the body limit is the service's own (CONTINUUM_MAX_BODY_BYTES).
 """
@@ -18,6 +19,7 @@ from django.conf import settings
 from mcp.server.transport_security import TransportSecuritySettings
 
 from .auth import McpAuth
+from .jsonrpc_guard import JsonRpcGuard
 from .server import mcp_server_build
 
 MCP_PATH = "/mcp"
@@ -29,7 +31,7 @@ def mcp_mount(django_app, *, path: str = MCP_PATH):
         streamable_http_path=path, stateless_http=True, json_response=True,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
-    guarded = McpAuth(sdk_app)
+    guarded = McpAuth(JsonRpcGuard(sdk_app, max_body_bytes=settings.DATA_UPLOAD_MAX_MEMORY_SIZE))
 
     async def application(scope, receive, send):
         if scope["type"] == "lifespan":

@@ -12,7 +12,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp.types import ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, ToolAnnotations
 from pydantic import Field
 
 from orchestration.apis.context import ContextOutput
@@ -118,9 +119,19 @@ def _active_facts(caller: Caller) -> list:
 
 # --- the server ----------------------------------------------------------------------------------------------------
 
+class ContinuumMcpServer(MCPServer):
+    async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+        """A call of a tool this server does not have is a protocol error (-32602), as the spec lists it; the SDK
+        would answer it as a tool's failed result (isError), which a client takes for a tool that ran. A tool's own
+        argument checks stay tool execution errors, so the model can read them and correct its call."""
+        if name not in {tool.name for tool in await self.list_tools()}:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool: {name}", data={"name": name})
+        return await super().call_tool(name, arguments, context)
+
+
 def mcp_server_build() -> MCPServer:
     """A fresh server (its HTTP session manager can run once, so each ASGI app gets its own)."""
-    server = MCPServer(name="continuum", title="Continuum memory", instructions=INSTRUCTIONS)
+    server = ContinuumMcpServer(name="continuum", title="Continuum memory", instructions=INSTRUCTIONS)
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @server.tool(annotations=read_only)

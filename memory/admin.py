@@ -90,14 +90,15 @@ class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
         (None, {"fields": ("text", "kind", "status", "tenant", "user_link", "subject", "value")}),
         ("Provenance", {"fields": ("source_type", "provenance", "source_messages", "extractor",
                                    "extractor_version", "created_at")}),
-        ("Lifecycle", {"fields": ("confidence", "importance", "expires_at", "last_accessed_at", "access_count",
-                                  "reinforcement_count", "status_changed_at", "superseded_by_link",
+        ("Lifecycle", {"fields": ("learned_at", "confidence", "importance", "expires_at", "last_accessed_at",
+                                  "access_count", "reinforcement_count", "status_changed_at", "superseded_by_link",
                                   "superseded_list", "updated_at")}),
     )
     readonly_fields = ("kind", "status", "tenant", "user_link", "subject", "value", "source_type", "provenance",
-                       "source_messages", "extractor", "extractor_version", "created_at", "confidence",
-                       "importance", "expires_at", "last_accessed_at", "access_count", "reinforcement_count",
-                       "status_changed_at", "superseded_by_link", "superseded_list", "updated_at")
+                       "source_messages", "extractor", "extractor_version", "created_at", "learned_at",
+                       "confidence", "importance", "expires_at", "last_accessed_at", "access_count",
+                       "reinforcement_count", "status_changed_at", "superseded_by_link", "superseded_list",
+                       "updated_at")
     inlines = [MemoryEventInline]
     actions = ["approve", "reject", "expire", "delete_memories", "restore"]
 

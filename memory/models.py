@@ -51,7 +51,11 @@ class MemoryRecord(models.Model):
     source_message_ids = models.JSONField(default=list, blank=True)
     session = models.ForeignKey("chat_sessions.Session", null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="memories")
+    # When it was said (its source message's time): provenance, recency and "as of" read it.
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # When Continuum learned it (stored it): TTL, decay and retention count from here unless the tenant counts
+    # from created_at, so history imported today is not old on arrival.
+    learned_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
     last_accessed_at = models.DateTimeField(null=True, blank=True)

@@ -99,9 +99,10 @@ def user_erase(*, tenant: Tenant, user: EndUser | None = None, user_id=None) -> 
         report.sessions = len(session_ids)
         if owner is not None:
             owner.delete()  # cascades: sessions, messages, anchors, bridges, links, memories
+            # The tenant's own id for the user (often an email) goes only to endpoints that opted in to content.
             webhook_event_emit(tenant_id=tenant.pk, event_type="user.erased", data={
-                "user_id": uid, "external_id": owner.external_id, "erased_at": clock.now(),
-                "memories": report.memories, "sessions": report.sessions})
+                "user_id": uid, "erased_at": clock.now(), "memories": report.memories, "sessions": report.sessions},
+                content={"external_id": owner.external_id})
     try:
         _vectors_delete(tenant.pk, uid)
         report.vector_scope_deleted = True

@@ -60,7 +60,8 @@ def memory_export(*, tenant: Tenant, user: EndUser) -> dict:
         "memories": [{
             "id": str(r.pk), "kind": r.kind, "text": r.text, "subject": r.subject, "value": r.value,
             "status": r.status, "confidence": r.confidence, "importance": r.importance,
-            "created_at": _iso(r.created_at), "updated_at": _iso(r.updated_at), "expires_at": _iso(r.expires_at),
+            "created_at": _iso(r.created_at), "learned_at": _iso(r.learned_at), "updated_at": _iso(r.updated_at),
+            "expires_at": _iso(r.expires_at),
             "last_accessed_at": _iso(r.last_accessed_at), "access_count": r.access_count,
             "superseded_by": str(r.superseded_by_id) if r.superseded_by_id else None,
             "provenance": provenance(r), "history": history.get(r.pk, []),

@@ -34,10 +34,12 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from infra import clock
-from infra.task_queue import task_enqueue, task_enqueue_on_commit
-from infra.errors import ValidationFailed
+from infra.errors import Conflict, ValidationFailed
 from infra.redis_client import Keys, get_redis
-from memory.extraction.classify import EXTRACTED_ROLES
+from infra.task_queue import task_enqueue, task_enqueue_on_commit
+from memory.actions import memory_expiry, memory_ttl_days
+from memory.extraction.classify import EXTRACTED_ROLES, FACT_ROLES, extracted_roles
+from memory.models import MemoryKind
 from sessions.import_formats import ImportedSession, export_sessions, export_summary, format_check
 from sessions.models import ImportJob, Message, Session
 from sessions.services import NewMessage
@@ -56,21 +58,73 @@ Status = ImportJob.Status
 
 # --- jobs ----------------------------------------------------------------------------------------------------------
 
-def import_job_create(*, tenant: Tenant, user: EndUser, fmt: str, payload: bytes | None = None,
-                      file_name: str = "", speaker: str = "", source: str = ImportJob.Source.API) -> ImportJob:
-    """Validate the export (one streamed pass: a bad file is refused before anything is stored) and record the
-    job. An API job carries its export and is handed to conversations_import_task after commit; a command job
-    names its file and is advanced by the command itself."""
+@dataclass(frozen=True)
+class ImportForecast:
+    """What an import of this export would write, and what the tenant's memory TTLs would do to it."""
+    sessions: int
+    messages: int
+    counted_from: str  # the tenant's lifetime start: "learned" (the import) or "said" (the messages' dates)
+    # Per kind with a TTL: how many of the export's extracted messages would give memories of that kind that
+    # expire at once (their lifetime would already be over when they are learned).
+    expiring_at_once: dict[str, int]
+
+    @property
+    def lifetimes(self) -> dict:
+        return {"counted_from": self.counted_from, "expiring_at_once": dict(self.expiring_at_once)}
+
+
+def import_forecast(*, tenant: Tenant, fmt: str, payload: bytes | None = None, file_name: str = "",
+                    speaker: str = "") -> ImportForecast:
+    """Read and validate the export (one streamed pass) and forecast it: nothing is stored. A dry run answers this;
+    import_job_create checks it before it records a job."""
     format_check(fmt)
     if "\x00" in speaker:
         raise ValidationFailed("speaker contains a NUL character.")
+    now = clock.now()
+    ttls = {k: days for k in MemoryKind.values if (days := memory_ttl_days(tenant=tenant, kind=k)) is not None}
+    expiring = dict.fromkeys(ttls, 0)
+    roles = extracted_roles(tenant)
+
+    def on_message(message) -> None:
+        if message.role not in roles:
+            return
+        # Only the user's words become facts, goals and the rest; other extracted turns are kept as events.
+        kinds = ttls if message.role in FACT_ROLES else [k for k in ttls if k == MemoryKind.EVENT]
+        for kind in kinds:
+            if memory_expiry(tenant=tenant, kind=kind, said_at=message.created_at, learned_at=now) <= now:
+                expiring[kind] += 1
+
     with _open(payload, file_name) as stream:
-        summary = export_summary(fmt=fmt, stream=stream, speaker=speaker)
+        summary = export_summary(fmt=fmt, stream=stream, speaker=speaker, default_time=now, on_message=on_message)
+    if not summary.messages:
+        # A job of nothing would end "done" at once, which reads as a successful import.
+        raise ValidationFailed("The export holds no messages to import.", code="empty_export",
+                               details={"conversations": summary.sessions, "blank_messages": summary.ignored})
+    return ImportForecast(summary.sessions, summary.messages, tenant.memory_lifetime_from, expiring)
+
+
+def import_job_create(*, tenant: Tenant, user: EndUser, fmt: str, payload: bytes | None = None,
+                      file_name: str = "", speaker: str = "", source: str = ImportJob.Source.API,
+                      accept_expiry: bool = False) -> ImportJob:
+    """Validate the export (one streamed pass: a bad file is refused before anything is stored) and record the
+    job. An API job carries its export and is handed to conversations_import_task after commit; a command job
+    names its file and is advanced by the command itself.
+
+    An export whose memories the tenant's TTLs would expire on arrival (a tenant counting lifetimes from when things
+    were said, importing history older than a TTL) is refused unless the caller accepts that: an import never
+    reports success for what is gone minutes later without having said so."""
+    forecast = import_forecast(tenant=tenant, fmt=fmt, payload=payload, file_name=file_name, speaker=speaker)
+    if any(forecast.expiring_at_once.values()) and not accept_expiry:
+        raise Conflict(
+            "The tenant's memory TTLs count from when things were said, so memories of this history would expire "
+            "as soon as they are learned. Import with accept_expiry=true to import it anyway, or change the "
+            "tenant's TTLs or memory_lifetime_from.",
+            code="import_would_expire", details=forecast.lifetimes)
     with transaction.atomic():
         job = ImportJob.objects.create(
             tenant=tenant, user=user, format=fmt, options={"speaker": speaker} if speaker else {}, source=source,
             payload=payload, file_name=file_name[:1000],
-            sessions_total=summary.sessions, messages_total=summary.messages)
+            sessions_total=forecast.sessions, messages_total=forecast.messages, lifetimes=forecast.lifetimes)
         if source == ImportJob.Source.API:
             tenant_id, job_id = str(tenant.pk), str(job.pk)
             task_enqueue_on_commit("orchestration.tasks.conversations_import_task", tenant_id, job_id)

@@ -8,7 +8,7 @@ place), so importing the same file twice names every message the same way and th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import BinaryIO
@@ -82,13 +82,18 @@ def export_sessions(*, fmt: str, stream: BinaryIO, speaker: str = "", default_ti
         raise ValidationFailed(f"The file is not valid JSON: {exc}.", code="malformed_json") from None
 
 
-def export_summary(*, fmt: str, stream: BinaryIO, speaker: str = "") -> ExportSummary:
-    """Read the whole export once (validating it) and count what an import would write."""
+def export_summary(*, fmt: str, stream: BinaryIO, speaker: str = "", default_time: datetime | None = None,
+                   on_message: Callable[[ImportedMessage], None] | None = None) -> ExportSummary:
+    """Read the whole export once (validating it) and count what an import would write; on_message sees each
+    message that would be written (undated ones at default_time, as the import would date them)."""
     summary = ExportSummary()
-    for session in export_sessions(fmt=fmt, stream=stream, speaker=speaker):
+    for session in export_sessions(fmt=fmt, stream=stream, speaker=speaker, default_time=default_time):
         summary.sessions += 1
         summary.messages += len(session.messages)
         summary.ignored += session.ignored
+        if on_message is not None:
+            for message in session.messages:
+                on_message(message)
     return summary
 
 

@@ -179,6 +179,9 @@ class ImportJob(models.Model):
     messages_created = models.PositiveIntegerField(default=0)
     messages_skipped = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True, default="")
+    # What the tenant's memory TTLs do to this history, forecast before the job was created (see
+    # orchestration.imports.import_forecast).
+    lifetimes = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

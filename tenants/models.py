@@ -10,6 +10,10 @@ from .scoping import TenantManager, TenantQuerySet
 
 
 class Tenant(models.Model):
+    class LifetimeFrom(models.TextChoices):
+        LEARNED = "learned", "When Continuum learned the memory (imported history starts its lifetime on import)"
+        SAID = "said", "When it was said (the source message's date)"
+
     class OpenPolicy(models.TextChoices):
         RETURN_OPEN = "return_open", "Return the user's open session"
         CLOSE_PREVIOUS = "close_previous", "Close the open session, start a new one"
@@ -30,6 +34,9 @@ class Tenant(models.Model):
     remember_assistant_turns = models.BooleanField(
         default=True, help_text="Keep what the assistant said as episodic memories (never as facts about the user).")
     memory_ttl_days = models.JSONField(default=dict, blank=True, help_text='Per-kind TTL override, e.g. {"event": 180}.')
+    memory_lifetime_from = models.CharField(
+        max_length=8, choices=LifetimeFrom.choices, default=LifetimeFrom.LEARNED,
+        help_text="What memory TTLs, decay and retention count from.")
     staff_users = models.ManyToManyField("auth.User", blank=True, related_name="tenants",
                                          help_text="Staff limited to these tenants in the admin (superusers see all).")
 

@@ -272,9 +272,11 @@ def memory_create(
     created_at: datetime | None = None,
     memory_id=None,
     metadata: dict | None = None,
+    learned_at: datetime | None = None,
 ) -> MemoryRecord:
     """Store one memory as given (no duplicate check). Secrets are redacted; a text that is only a secret is
-    refused."""
+    refused. created_at is when it was said (default: the source's time, else now), learned_at when Continuum
+    learned it (default now)."""
     text = _validated(kind, source_type, text)
     redaction = secrets_redact(text)
     if redaction.found and not _has_content(redaction.text):
@@ -304,6 +306,7 @@ def memory_create(
             session_id=session_id,
             memory_id=memory_id,
             created_at=created_at,
+            learned_at=learned_at,
         )
         _create_locked(record, actor_type=actor_type, actor_id=actor_id)
         outbox_enqueue(tenant_id=str(tenant.pk), memory_ids=[str(record.pk)])

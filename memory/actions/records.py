@@ -46,13 +46,25 @@ def memory_id_for(message_id, index: int) -> uuid.UUID:
     return uuid.uuid5(MEMORY_NAMESPACE, f"{message_id}:{index}")
 
 
-def memory_expiry(*, tenant: Tenant, kind: str, created_at: datetime) -> datetime | None:
-    """created_at + the kind's TTL; the tenant's per-kind override wins (None or 0 there: never expires)."""
+def memory_ttl_days(*, tenant: Tenant, kind: str) -> float | None:
+    """The kind's TTL in days; the tenant's per-kind override wins (None or 0 there: never expires)."""
     overrides = tenant.memory_ttl_days or {}
     days = overrides[kind] if kind in overrides else settings.MEMORY_TTL_DAYS.get(kind)
-    if not days:
+    return float(days) if days else None
+
+
+def memory_lifetime_start(*, tenant: Tenant, said_at: datetime, learned_at: datetime) -> datetime:
+    """Where a memory's lifetime (TTL, decay, retention) starts: when Continuum learned it, unless the tenant counts
+    from when it was said. Imported history said years ago is thus not old on arrival."""
+    return said_at if tenant.memory_lifetime_from == Tenant.LifetimeFrom.SAID else learned_at
+
+
+def memory_expiry(*, tenant: Tenant, kind: str, said_at: datetime, learned_at: datetime) -> datetime | None:
+    """The lifetime's start + the kind's TTL; None when the kind never expires."""
+    days = memory_ttl_days(tenant=tenant, kind=kind)
+    if days is None:
         return None
-    return created_at + timedelta(days=float(days))
+    return memory_lifetime_start(tenant=tenant, said_at=said_at, learned_at=learned_at) + timedelta(days=days)
 
 
 def memory_snapshot(record: MemoryRecord) -> dict:
@@ -130,8 +142,10 @@ def _new_record(
     session_id=None,
     memory_id=None,
     created_at: datetime | None = None,
+    learned_at: datetime | None = None,
 ) -> MemoryRecord:
-    created = created_at or (source.created_at if source is not None else None) or clock.now()
+    learned = learned_at or clock.now()
+    created = created_at or (source.created_at if source is not None else None) or learned
     sources = [str(source.id)] if source is not None else []
     return MemoryRecord(
         id=memory_id or uuid.uuid4(),
@@ -148,9 +162,10 @@ def _new_record(
         source_message_ids=sources,
         session_id=session_id if session_id is not None else (source.session_id if source is not None else None),
         created_at=created,
+        learned_at=learned,
         status=_initial_status(tenant=tenant, source_type=candidate.source_type),
         status_changed_at=clock.now(),
-        expires_at=memory_expiry(tenant=tenant, kind=candidate.kind, created_at=created),
+        expires_at=memory_expiry(tenant=tenant, kind=candidate.kind, said_at=created, learned_at=learned),
         content_hash=content_hash_for(candidate.text),
         extractor=candidate.extractor[:40],
         extractor_version=str(candidate.metadata.get("extractor_version", "1")),

@@ -40,7 +40,9 @@ class UserMemoryOutput(serializers.Serializer):
     confidence = serializers.FloatField()
     importance = serializers.FloatField()
     source_type = serializers.CharField()
-    created_at = serializers.DateTimeField()
+    created_at = serializers.DateTimeField(help_text="When it was said (its source message's time).")
+    learned_at = serializers.DateTimeField(help_text="When Continuum learned it; TTL and decay count from here "
+                                                     "unless the tenant counts from created_at.")
     updated_at = serializers.DateTimeField()
     expires_at = serializers.DateTimeField(allow_null=True)
     last_accessed_at = serializers.DateTimeField(allow_null=True)

@@ -1,4 +1,6 @@
-"""Decay job: effective importance falls with time since last access and rises with how often a memory is used.
+"""Decay job: effective importance falls with time since last access (or, never accessed, since its lifetime
+started: when Continuum learned it, unless the tenant counts from when it was said) and rises with how often a
+memory is used.
 
 The record's `importance` holds the effective value (what retrieval ranks by); the value it decays from is kept
 in metadata["decay"]["base"]. When something else changed `importance` since the last pass (a reinforcement, a
@@ -15,10 +17,9 @@ from django.db import transaction
 from infra import clock
 from tenants.models import Tenant
 
-from ..actions import memory_decay
+from ..actions import memory_decay, memory_lifetime_start
 from ..models import MemoryRecord, MemoryStatus
 from .runs import JobResult
-
 
 
 def half_life_days(kind: str) -> float:
@@ -52,7 +53,9 @@ def memories_decay(*, tenant: Tenant, limit: int, cursor: str | None = None) -> 
     with transaction.atomic():
         for record in records:
             base = _base_of(record)
-            value = effective_importance(base=base, last_used=record.last_accessed_at or record.created_at,
+            last_used = record.last_accessed_at or memory_lifetime_start(
+                tenant=tenant, said_at=record.created_at, learned_at=record.learned_at)
+            value = effective_importance(base=base, last_used=last_used,
                                          uses=record.access_count + record.reinforcement_count, kind=record.kind,
                                          now=now)
             state = dict((record.metadata or {}).get("decay") or {})

@@ -20,6 +20,7 @@ from ..actions import memories_forget_records
 from ..models import MemoryRecord, MemoryStatus
 from .runs import JobResult
 
+
 def _candidates(tenant: Tenant, now) -> Q:
     grace_start = now - timedelta(days=settings.MEMORY_FORGET_GRACE_DAYS)
     cond = Q(status__in=[MemoryStatus.EXPIRED, MemoryStatus.DELETED], status_changed_at__lte=grace_start)
@@ -40,7 +41,9 @@ def _reason(record: MemoryRecord, tenant: Tenant, now) -> str:
 
 def memories_forget(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:
     now = clock.now()
-    base = MemoryRecord.objects.for_tenant(tenant).annotate(last_used=Coalesce("last_accessed_at", "created_at"))
+    # Retention counts unused time from the memory's lifetime start, as TTL and decay do.
+    start = "created_at" if tenant.memory_lifetime_from == Tenant.LifetimeFrom.SAID else "learned_at"
+    base = MemoryRecord.objects.for_tenant(tenant).annotate(last_used=Coalesce("last_accessed_at", start))
     with transaction.atomic():
         records = list(base.select_for_update(skip_locked=True, of=("self",))
                        .filter(_candidates(tenant, now)).order_by("status_changed_at", "pk")[:limit])

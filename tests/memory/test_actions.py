@@ -66,7 +66,7 @@ def test_each_control_writes_history_and_outbox(alice, alice_user, name):
 def test_decay_writes_history_and_a_payload_write(alice, alice_user):
     record = _make(alice, alice_user)
     MemoryRecord.objects.for_tenant(alice).filter(pk=record.pk).update(
-        created_at=clock.now() - timedelta(days=400), last_accessed_at=None)
+        learned_at=clock.now() - timedelta(days=400), last_accessed_at=None)
     events, outbox = _changed(alice, record, lambda: memories_decay(tenant=alice, limit=10))
     assert (events, outbox) == (1, 1)
     event = MemoryEvent.objects.for_tenant(alice).filter(memory_uuid=record.pk).latest("id")
@@ -84,7 +84,7 @@ def test_decay_reaches_the_point_payload_without_reembedding(alice, alice_user, 
 
     record = _make(alice, alice_user)
     outbox_apply()
-    MemoryRecord.objects.for_tenant(alice).filter(pk=record.pk).update(created_at=clock.now() - timedelta(days=400))
+    MemoryRecord.objects.for_tenant(alice).filter(pk=record.pk).update(learned_at=clock.now() - timedelta(days=400))
     embedded = []
     import memory.points as points
 

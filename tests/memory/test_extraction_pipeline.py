@@ -149,7 +149,8 @@ def test_expiry_by_kind_with_tenant_override(alice, alice_user, settings):
     alice.save()
     _, (msg,) = record_turns(alice, alice_user, [("user", "I want to visit Lisbon in June. I love pastel de nata.")])
     goal = _mine(alice, alice_user, kind="goal").get()
-    assert goal.expires_at == msg.created_at + timedelta(days=2)
+    assert goal.created_at == msg.created_at and goal.learned_at >= msg.created_at
+    assert goal.expires_at == goal.learned_at + timedelta(days=2)  # the lifetime counts from when it was learned
     assert _mine(alice, alice_user, kind="event").get().expires_at is None  # tenant says never
     assert _mine(alice, alice_user, kind="preference").get().expires_at is None
     payload = points_of(alice, alice_user)[str(goal.pk)]

@@ -165,8 +165,8 @@ def test_after_the_expire_job_retrieval_no_longer_returns_the_memory(alice, alic
 def test_decay_falls_with_idle_time_rises_with_use_and_is_idempotent(alice, alice_user, settings):
     settings.MEMORY_DECAY_HALF_LIFE_DAYS = {"default": 10}
     now = clock.now()
-    idle = memory_make(alice, alice_user, "An idle fact", importance=0.8, created_at=now - timedelta(days=20))
-    used = memory_make(alice, alice_user, "A used fact", importance=0.8, created_at=now - timedelta(days=20),
+    idle = memory_make(alice, alice_user, "An idle fact", importance=0.8, learned_at=now - timedelta(days=20))
+    used = memory_make(alice, alice_user, "A used fact", importance=0.8, learned_at=now - timedelta(days=20),
                        access_count=5)
     fresh = memory_make(alice, alice_user, "A fresh fact", importance=0.8, last_accessed_at=now)
     drain("decay", memories_decay, alice)
@@ -183,12 +183,24 @@ def test_decay_falls_with_idle_time_rises_with_use_and_is_idempotent(alice, alic
 
 def test_decay_keeps_a_new_base_when_importance_was_changed_elsewhere(alice, alice_user, settings):
     settings.MEMORY_DECAY_HALF_LIFE_DAYS = {"default": 10}
-    m = memory_make(alice, alice_user, "A fact", importance=0.8, created_at=clock.now() - timedelta(days=10))
+    m = memory_make(alice, alice_user, "A fact", importance=0.8, learned_at=clock.now() - timedelta(days=10))
     drain("decay", memories_decay, alice)
     assert MemoryRecord.objects.unscoped().get(pk=m.pk).importance == pytest.approx(0.4, abs=0.01)
     MemoryRecord.objects.unscoped().filter(pk=m.pk).update(importance=1.0, last_accessed_at=clock.now())  # reinforced
     drain("decay", memories_decay, alice)
     assert MemoryRecord.objects.unscoped().get(pk=m.pk).importance == pytest.approx(1.0, abs=0.01)
+
+
+@pytest.mark.parametrize("counted_from, expected", [("learned", 0.8), ("said", 0.2)])
+def test_decay_counts_from_when_learned_unless_the_tenant_counts_from_when_said(alice, alice_user, settings,
+                                                                                counted_from, expected):
+    settings.MEMORY_DECAY_HALF_LIFE_DAYS = {"default": 10}
+    alice.memory_lifetime_from = counted_from
+    alice.save()
+    m = memory_make(alice, alice_user, "Said 20 days ago, learned now", importance=0.8,
+                    created_at=clock.now() - timedelta(days=20))
+    drain("decay", memories_decay, alice)
+    assert MemoryRecord.objects.unscoped().get(pk=m.pk).importance == pytest.approx(expected, abs=0.01)
 
 
 def test_effective_importance_shape(settings):
@@ -241,8 +253,8 @@ def test_a_forgotten_memory_is_gone_from_database_and_qdrant_with_a_tombstone(al
 def test_forget_applies_the_tenants_retention(alice, alice_user):
     alice.retention_days = 30
     alice.save()
-    stale = memory_make(alice, alice_user, "Unused for long", created_at=clock.now() - timedelta(days=40))
-    used = memory_make(alice, alice_user, "Used lately", created_at=clock.now() - timedelta(days=40),
+    stale = memory_make(alice, alice_user, "Unused for long", learned_at=clock.now() - timedelta(days=40))
+    used = memory_make(alice, alice_user, "Used lately", learned_at=clock.now() - timedelta(days=40),
                        last_accessed_at=clock.now() - timedelta(days=2))
     drain("forget", memories_forget, alice)
     assert list(MemoryRecord.objects.unscoped().values_list("pk", flat=True)) == [used.pk]

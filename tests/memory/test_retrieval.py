@@ -97,7 +97,7 @@ def test_only_active_unexpired_memories_come_back(alice, alice_user):
     kept = memory_create(tenant=alice, user=alice_user, kind="preference", text="Ada prefers aisle seats.")
     gone = memory_create(tenant=alice, user=alice_user, kind="preference", text="Ada prefers aisle seats near exits.")
     expired = memory_create(tenant=alice, user=alice_user, kind="goal", text="Ada wants aisle seats on the May trip.",
-                            created_at=clock.now() - timedelta(days=400))
+                            learned_at=clock.now() - timedelta(days=400))
     pending = memory_create(tenant=alice, user=alice_user, kind="preference", source_type="inferred",
                             text="Ada probably likes aisle seats by the wing.")
     MemoryRecord.objects.unscoped().filter(pk=pending.pk).update(status="pending_review")

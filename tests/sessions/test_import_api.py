@@ -109,3 +109,33 @@ def test_another_tenants_job_is_not_found(alice_client, alice_user, bob, bob_cli
     other = alice_client.post("/api/v1/users", {"external_id": "alice-2"}, format="json").json()
     assert alice_client.get(f"/api/v1/users/{other['id']}/imports/{job['id']}").status_code == 404  # not this user's
     assert alice_client.get(f"/api/v1/users/{alice_user.pk}/imports/not-a-uuid").status_code == 404
+
+
+@pytest.mark.parametrize("query, body", [
+    ("export_format=openai", []),
+    ("export_format=openai", {"conversations": []}),
+    ("export_format=openai", [[], {"id": "c", "messages": []}]),
+    ("export_format=openai", [[{"role": "user", "content": "   "}]]),  # blank messages only
+    ("export_format=locomo", []),
+])
+def test_an_export_with_no_messages_is_a_400_not_an_empty_done_job(alice_client, alice_user, query, body):
+    r = post(alice_client, alice_user, body, query=query)
+    assert r.status_code == 400, r.content
+    assert r.json()["error"]["code"] == "empty_export" and "no messages" in r.json()["error"]["message"]
+    assert not ImportJob.objects.unscoped().exists()
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "application/xml"])
+def test_a_body_that_is_not_json_is_a_400_whatever_it_holds(alice_client, alice_user, content_type):
+    for body in (json.dumps(OPENAI_EXPORT).encode(), b"I like tea."):
+        r = post(alice_client, alice_user, body, content_type=content_type)
+        assert r.status_code == 400, r.content
+        error = r.json()["error"]
+        assert error["code"] == "not_json" and content_type in error["message"]
+        assert "application/json" in error["message"]
+    assert not ImportJob.objects.unscoped().exists()
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "application/vnd.export+json"])
+def test_json_media_types_with_parameters_or_suffixes_are_taken(alice_client, alice_user, content_type):
+    assert post(alice_client, alice_user, OPENAI_EXPORT, content_type=content_type).status_code == 202

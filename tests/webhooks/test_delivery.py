@@ -67,7 +67,47 @@ def test_a_500_is_retried_after_backoff_with_the_same_idempotency_key(alice, end
     delivery = _delivery(alice)
     assert delivery.state == "delivered" and delivery.attempts == 2
     assert _attempts(delivery) == [(1, 500, "retryable"), (2, 200, "success")]
-    assert "answered 500" in WebhookAttempt.objects.for_tenant(alice).get(number=1).error
+    assert WebhookAttempt.objects.for_tenant(alice).get(number=1).error == "HTTP 500 from target"
+
+
+def test_the_log_keeps_the_status_and_our_reason_never_the_targets_body(alice, alice_client, endpoint_for, receiver,
+                                                                        task_queue, remember, settings):
+    settings.WEBHOOK_MAX_ATTEMPTS = 1
+    endpoint = endpoint_for(alice)
+    receiver.script = [500]  # the receiver's body says "answered 500": what an internal service would reveal
+    remember()
+    assert task_queue.run() == ["failed"]
+    delivery = _delivery(alice)
+    assert (delivery.last_status_code, delivery.last_error) == (500, "HTTP 500 from target")
+    shown = alice_client.get(f"/api/v1/webhooks/{endpoint.pk}/deliveries").content.decode()
+    assert "HTTP 500 from target" in shown and "answered" not in shown
+
+
+def test_a_malformed_answer_is_logged_without_the_bytes_it_quotes(alice, alice_user, task_queue, remember, settings):
+    """A target answering garbage: the HTTP client's error names the bytes it could not parse."""
+    import threading
+
+    from webhooks.services import webhook_endpoint_create
+
+    settings.WEBHOOK_MAX_ATTEMPTS = 1
+    settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = True
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def answer():
+        conn, _ = server.accept()
+        conn.recv(65536)
+        conn.sendall(b"INTERNAL-DB-PASSWORD=hunter2\r\n\r\n")
+        conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    webhook_endpoint_create(tenant=alice, url=f"http://127.0.0.1:{server.getsockname()[1]}/hook")
+    remember()
+    assert task_queue.run() == ["failed"]
+    server.close()
+    error = _delivery(alice).last_error
+    assert error.startswith("no valid answer from target") and "hunter2" not in error
 
 
 @pytest.mark.parametrize("status", [408, 429, 502, 503])
@@ -121,7 +161,7 @@ def test_a_refused_connection_is_retried(alice, alice_user, receiver, task_queue
     webhook_endpoint_create(tenant=alice, url=f"http://127.0.0.1:{port}/hook")
     remember()
     assert task_queue.run() == ["pending", "failed"]
-    assert all(o == "retryable" and "Connect" in e for o, e in
+    assert all(o == "retryable" and e == "no valid answer from target (ConnectError)" for o, e in
                WebhookAttempt.objects.for_tenant(alice).values_list("outcome", "error"))
 
 

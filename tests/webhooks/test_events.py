@@ -159,7 +159,23 @@ def test_closing_a_session_writing_its_bridge_and_erasing_the_user_emit_once_eac
     user_erase(tenant=alice, user_id=alice_user.pk)  # already gone: nothing to announce
     (erased,) = _deliveries(alice, event_type="user.erased")
     assert _body(erased)["data"]["user_id"] == str(alice_user.pk)
-    assert _body(erased)["data"]["external_id"] == "alice-user-1"
+    # The tenant's own id for the user (often an email) is content: this endpoint did not opt in.
+    assert "external_id" not in _body(erased)["data"] and "alice-user-1" not in erased.body
+
+
+@pytest.mark.django_db
+def test_user_erased_carries_the_external_id_only_to_an_endpoint_that_opted_in(alice, hook):
+    from orchestration.erasure import user_erase
+    from tenants.services import end_user_create
+
+    opted, _ = webhook_endpoint_create(tenant=alice, url="https://hooks.example.com/with-content",
+                                       include_content=True)
+    user = end_user_create(tenant=alice, external_id="ada@example.com")
+    user_erase(tenant=alice, user=user)
+    bodies = {d.endpoint_id: _body(d)["data"] for d in _deliveries(alice, event_type="user.erased")}
+    assert bodies[hook.pk] == {"user_id": str(user.pk), "erased_at": bodies[hook.pk]["erased_at"], "memories": 0,
+                               "sessions": 0}
+    assert bodies[opted.pk]["external_id"] == "ada@example.com"
 
 
 @pytest.mark.django_db

@@ -33,9 +33,11 @@ class Command(BaseCommand):
         parser.add_argument("--speaker", default="", help="LoCoMo: whose turns are the user's (speaker_a, "
                                                           "speaker_b or a name; default speaker_a).")
         parser.add_argument("--resume", metavar="JOB_ID", help="Continue this import job from its cursor.")
+        parser.add_argument("--accept-expiry", action="store_true",
+                            help="Import even if the tenant's memory TTLs would expire memories of it at once.")
         parser.add_argument("--no-progress", action="store_true")
 
-    def handle(self, *args, file, tenant, user, format, speaker, resume, no_progress, **options):
+    def handle(self, *args, file, tenant, user, format, speaker, resume, no_progress, accept_expiry, **options):
         tenant_row = tenant_by_ref(tenant)
         if tenant_row is None:
             raise CommandError(f"No tenant '{tenant}'.")
@@ -54,7 +56,8 @@ class Command(BaseCommand):
             else:
                 self.stdout.write(f"checking {path} ...")
                 job = import_job_create(tenant=tenant_row, user=user_row, fmt=format, file_name=path,
-                                        speaker=speaker, source=ImportJob.Source.COMMAND)
+                                        speaker=speaker, source=ImportJob.Source.COMMAND,
+                                        accept_expiry=accept_expiry)
         except OSError as exc:
             raise CommandError(f"Cannot read {file}: {exc}") from None
         except AppError as exc:
