@@ -19,7 +19,8 @@ from sessions.models import Message, Session
 from sessions.selectors import message_list
 from sessions.services import NewMessage
 
-from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, react_run
+from .client_tools import ClientTools, Toolset, toolset_for_turn
+from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, history_problems, react_run
 from .tools import ToolContext, outcome_summary, tool_definitions, tool_execute
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,27 @@ class TurnResult:
     def stop_reason(self) -> str:
         return self.loop.stop_reason
 
+    @property
+    def pending_calls(self) -> list[dict]:
+        """The client's tool calls the turn ends with, for the client to run and answer."""
+        return self.loop.pending_calls
+
+    @property
+    def finish_reason(self) -> str:
+        return self.loop.finish_reason
+
+
+@dataclass(frozen=True)
+class ToolResults:
+    """A client's results for its tool calls, continuing the turn whose input is the request's last user message.
+
+    `results`: (call id, content) as sent. `exchange`: the client's own messages after that input (assistant steps
+    with tool_calls, tool results), which become the turn's first steps when the session holds no such open turn
+    (a conversation begun elsewhere)."""
+
+    results: list[tuple[str, str]]
+    exchange: list[dict]
+
 
 ASSISTANT_GUIDANCE = (
     "Tools: recall searches what is remembered about this user from earlier sessions; remember stores a durable "
@@ -56,8 +78,15 @@ ASSISTANT_GUIDANCE = (
 CLIENT_SYSTEM_TOKENS = 1_000
 
 
-def _system_prompt(client_system: str) -> str:
+def _system_prompt(client_system: str, toolset: Toolset | None = None) -> str:
     parts = [settings.CONTINUUM_SYSTEM_PROMPT, ASSISTANT_GUIDANCE]
+    if toolset is not None:
+        renamed = [f"{own} is called {name}" for name, own in toolset.memory.items() if name != own]
+        if renamed:
+            parts.append(f"In this conversation {', '.join(renamed)} (the chat client has tools of those names).")
+        if toolset.client:
+            parts.append(f"The chat client's own tools ({', '.join(sorted(toolset.client))}) are run by the client "
+                         "application: call one when the request needs it, and its result comes back to you.")
     if client_system.strip():
         # The client's own instructions come last: under a tight budget they are cut before ours.
         parts.append("Instructions from the chat client:\n" + truncate_to_tokens(client_system.strip(),
@@ -89,30 +118,95 @@ def _as_new_message(message: dict, calls_by_id: dict[str, str]) -> NewMessage:
     return NewMessage(role="assistant", content=message.get("content") or "", tool_calls=message.get("tool_calls"))
 
 
-def _ledger(ctx: ToolContext, loop: LoopResult) -> None:
+def _ledger(ctx: ToolContext, loop: LoopResult, names: dict[str, str]) -> None:
     for call in loop.tool_calls:
-        outcome = outcome_summary(call.name, call.observation)
+        name = names.get(call.name, call.name)
+        outcome = outcome_summary(name, call.observation)
         try:
             buffer_record_tool(tenant_id=str(ctx.tenant.pk), user_id=str(ctx.user.pk), session_id=str(ctx.session.pk),
-                               tool=call.name, arguments=call.arguments or {},
+                               tool=name, arguments=call.arguments or {},
                                outcome=str(outcome)[:LEDGER_OUTCOME_CHARS], status=call.status)
         except Exception:  # the ledger is a convenience the buffer can rebuild without; the turn stands
             log.warning("tool ledger update failed for session %s", ctx.session.pk, exc_info=True)
 
 
+def _as_openai(message: Message) -> dict:
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    return {"role": "assistant", "content": message.content or None, "tool_calls": message.tool_calls}
+
+
+def _open_turn(*, tenant, session: Session, text: str) -> tuple[Message, list[Message]] | None:
+    """The session's last turn when its input is `text` and it ended with tool calls, not an answer: (its user
+    message, the steps and results after it)."""
+    messages = message_list(tenant=tenant, session=session)
+    user = messages.filter(role=Message.Role.USER).last()
+    if user is None or user.content.strip() != text.strip():
+        return None
+    after = list(messages.filter(seq__gt=user.seq))
+    if not after or any(m.role == Message.Role.ASSISTANT and not m.tool_calls for m in after):
+        return None
+    return user, after
+
+
+def _results_for(steps: list[Message], given: ToolResults) -> list[NewMessage]:
+    """The client's results for the open turn's unanswered calls, in call order: each call answered, no result
+    for a call the turn did not make (results for calls already answered are history, skipped)."""
+    calls = [c for m in steps if m.role == Message.Role.ASSISTANT for c in m.tool_calls or []]
+    answered = {m.tool_call_id for m in steps if m.role == Message.Role.TOOL}
+    results = dict(given.results)
+    unknown = [cid for cid in results if cid not in {c.get("id") for c in calls}]
+    if unknown:
+        raise ValidationFailed(f"The tool message for call '{unknown[0]}' answers no call of this turn.",
+                               code="invalid_request", details={"param": "messages"})
+    pending = [c for c in calls if c.get("id") not in answered]
+    missing = [c for c in pending if c.get("id") not in results]
+    if missing:
+        raise ValidationFailed(f"No tool message answers call '{missing[0].get('id')}' "
+                               f"({(missing[0].get('function') or {}).get('name')}): answer every call.",
+                               code="invalid_request", details={"param": "messages"})
+    return [NewMessage(role="tool", content=results[c["id"]], tool_call_id=c["id"],
+                       name=str((c.get("function") or {}).get("name") or "")[:128]) for c in pending]
+
+
+def _exchange_messages(exchange: list[dict]) -> list[NewMessage]:
+    problems = history_problems([{"role": "user", "content": ""}, *exchange])
+    if problems:
+        raise ValidationFailed(f"The tool calls after the last user message do not line up: {problems[0]}.",
+                               code="invalid_request", details={"param": "messages"})
+    names = {c["id"]: c["function"]["name"] for m in exchange for c in m.get("tool_calls") or []}
+    return [_as_new_message(m, names) for m in exchange]
+
+
 def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMessage] | None = None,
              client_system: str = "", max_steps: int | None = None, model: ChatModel | None = None,
              model_options: dict | None = None, on_delta: Callable[[str], None] | None = None,
-             cancel: threading.Event | None = None) -> TurnResult:
+             cancel: threading.Event | None = None, client_tools: ClientTools | None = None,
+             tool_results: ToolResults | None = None) -> TurnResult:
     """One assistant turn. Each write is its own short transaction; none is open while the model runs.
 
     `earlier`: conversation turns a client sends that the session lacks (the OpenAI surface imports them first).
+    `client_tools`: the client's own tools, offered beside the memory tools; a call of one ends the turn with it
+    (TurnResult.pending_calls). `tool_results`: their results, continuing the turn whose input is `user_input`.
     """
     if not llm_configured():
         raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL); the memory-service "
                                "endpoints (messages, context) work without one.")
     text = _check_input(tenant=tenant, text=user_input)
-    model = model or OpenAIChatModel(options=model_options)
+    toolset = toolset_for_turn(tool_definitions(), client_tools)
+    options = dict(model_options or {})
+    if toolset.client and not toolset.parallel:
+        options["parallel_tool_calls"] = False
+    model = model or OpenAIChatModel(options=options)
+    open_turn = _open_turn(tenant=tenant, session=session, text=text) if tool_results is not None else None
+    resume, results, exchange = None, [], []
+    if open_turn is not None:
+        results = _results_for(open_turn[1], tool_results)
+        resume = [_as_openai(m) for m in open_turn[1]]
+        earlier = None  # the session holds this turn: what the client sent before it is history already
+    elif tool_results is not None:
+        exchange = _exchange_messages(tool_results.exchange)
+        resume = list(tool_results.exchange)
     recorded: list[Message] = []
     if earlier:
         recorded += messages_record(tenant=tenant, session_id=session.pk, items=list(earlier))
@@ -120,10 +214,11 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
         session.refresh_from_db()
 
     # The context is composed before the input is stored, so the input appears once: as the new turn.
-    tools = tool_definitions()
+    tools = toolset.definitions
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
     ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools,
-                       system_prompt=_system_prompt(client_system), rewrite_query=False, prompt_apart=True)
+                       system_prompt=_system_prompt(client_system, toolset), rewrite_query=False, prompt_apart=True,
+                       resume_from_seq=open_turn[0].seq if open_turn is not None else None)
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
     # sent); what the loop adds on top is charged once it is known.
     quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)
@@ -131,20 +226,31 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     # (the extraction that recording the input enqueues, above all) would otherwise start in the gaps between the
     # loop's calls and share the model server's cores with the rest of the turn.
     with llm_priority("turn", seconds=settings.ASSISTANT_WALL_CLOCK_SECONDS):
-        user_message = _recorded_input(tenant=tenant, session=session, text=text) if ctx.echoed else None
-        if user_message is None:
-            user_message = messages_record(tenant=tenant, session_id=session.pk,
-                                           items=[NewMessage(role="user", content=text)])[0]
-        recorded.append(user_message)
+        if open_turn is not None:
+            user_message = open_turn[0]
+        else:
+            user_message = _recorded_input(tenant=tenant, session=session, text=text) if ctx.echoed else None
+            if user_message is None:
+                user_message = messages_record(tenant=tenant, session_id=session.pk,
+                                               items=[NewMessage(role="user", content=text)])[0]
+            recorded.append(user_message)
+        if results or exchange:
+            rows = messages_record(tenant=tenant, session_id=session.pk, items=results or exchange)
+            recorded += rows
+            resume += [_as_openai(r) for r in rows] if results else []
 
         tools_ctx = ToolContext(tenant=tenant, user=session.user, session=session, user_message=user_message,
                                 goal=ctx.goal or session.goal or "")
+        names = toolset.memory
         loop = react_run(messages=ctx.messages, tools=tools,
-                         execute=lambda name, args: tool_execute(tools_ctx, name, args), model=model,
+                         execute=lambda name, args: tool_execute(tools_ctx, names.get(name, name), args), model=model,
                          # A caller may ask for fewer steps than the deployment allows, never more.
                          limits=LoopLimits.from_settings(max_steps=min(max_steps or settings.ASSISTANT_MAX_STEPS,
                                                                        settings.ASSISTANT_MAX_STEPS)),
-                         on_delta=on_delta, cancel=cancel, describe=outcome_summary)
+                         on_delta=on_delta, cancel=cancel,
+                         describe=lambda name, observation: outcome_summary(names.get(name, name), observation),
+                         client_tools=toolset.client, tool_choice=toolset.step_choice, parallel=toolset.parallel,
+                         resume=resume)
 
     spent = loop.usage.get("prompt_tokens", 0) + loop.usage.get("completion_tokens", 0)
     quota_charge_tokens(tenant=tenant, tokens=spent - ctx.total_tokens, enforce=False)
@@ -155,8 +261,8 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     rows = messages_record(tenant=tenant, session_id=session.pk,
                            items=[_as_new_message(m, names) for m in loop.messages])
     recorded += rows
-    answer = rows[-1]
-    _ledger(tools_ctx, loop)
+    answer = next(r for r in reversed(rows) if r.role == Message.Role.ASSISTANT)
+    _ledger(tools_ctx, loop, names)
 
     memories, seen = [], set()
     for m in [*ctx.memories, *tools_ctx.recalled.values()]:
