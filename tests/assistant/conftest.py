@@ -66,4 +66,4 @@ def server(llm, live_asgi):
 
 
 def client_for(base_url: str, tenant, **kwargs) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{base_url}/v1", api_key=tenant.plain_key, max_retries=0, timeout=30, **kwargs)
+    return openai.OpenAI(base_url=f"{base_url}/v1", api_key=tenant.plain_key, max_retries=0, timeout=120, **kwargs)
