@@ -22,7 +22,7 @@ from tenants.models import EndUser, Tenant
 from tenants.services import end_user_get_or_create
 
 from .client_tools import ClientTools, client_function, client_tools_build
-from .turns import ToolResults
+from .tool_results import ToolResults
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 MAX_MESSAGES = 1_000

@@ -20,7 +20,8 @@ from sessions.selectors import message_list
 from sessions.services import NewMessage
 
 from .client_tools import ClientTools, Toolset, toolset_for_turn
-from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, history_problems, react_run
+from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, react_run
+from .tool_results import ToolResults, as_new_message, as_openai, exchange_messages, open_turn_of, results_for
 from .tools import ToolContext, outcome_summary, tool_definitions, tool_execute
 
 log = logging.getLogger(__name__)
@@ -56,17 +57,6 @@ class TurnResult:
     def finish_reason(self) -> str:
         return self.loop.finish_reason
 
-
-@dataclass(frozen=True)
-class ToolResults:
-    """A client's results for its tool calls, continuing the turn whose input is the request's last user message.
-
-    `results`: (call id, content) as sent. `exchange`: the client's own messages after that input (assistant steps
-    with tool_calls, tool results), which become the turn's first steps when the session holds no such open turn
-    (a conversation begun elsewhere)."""
-
-    results: list[tuple[str, str]]
-    exchange: list[dict]
 
 
 ASSISTANT_GUIDANCE = (
@@ -111,13 +101,6 @@ def _recorded_input(*, tenant, session: Session, text: str) -> Message | None:
     return last if last is not None and last.role == "user" and last.content.strip() == text.strip() else None
 
 
-def _as_new_message(message: dict, calls_by_id: dict[str, str]) -> NewMessage:
-    if message["role"] == "tool":
-        return NewMessage(role="tool", content=message.get("content") or "", tool_call_id=message["tool_call_id"],
-                          name=calls_by_id.get(message["tool_call_id"], "")[:128])
-    return NewMessage(role="assistant", content=message.get("content") or "", tool_calls=message.get("tool_calls"))
-
-
 def _ledger(ctx: ToolContext, loop: LoopResult, names: dict[str, str]) -> None:
     for call in loop.tool_calls:
         name = names.get(call.name, call.name)
@@ -128,54 +111,6 @@ def _ledger(ctx: ToolContext, loop: LoopResult, names: dict[str, str]) -> None:
                                outcome=str(outcome)[:LEDGER_OUTCOME_CHARS], status=call.status)
         except Exception:  # the ledger is a convenience the buffer can rebuild without; the turn stands
             log.warning("tool ledger update failed for session %s", ctx.session.pk, exc_info=True)
-
-
-def _as_openai(message: Message) -> dict:
-    if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
-    return {"role": "assistant", "content": message.content or None, "tool_calls": message.tool_calls}
-
-
-def _open_turn(*, tenant, session: Session, text: str) -> tuple[Message, list[Message]] | None:
-    """The session's last turn when its input is `text` and it ended with tool calls, not an answer: (its user
-    message, the steps and results after it)."""
-    messages = message_list(tenant=tenant, session=session)
-    user = messages.filter(role=Message.Role.USER).last()
-    if user is None or user.content.strip() != text.strip():
-        return None
-    after = list(messages.filter(seq__gt=user.seq))
-    if not after or any(m.role == Message.Role.ASSISTANT and not m.tool_calls for m in after):
-        return None
-    return user, after
-
-
-def _results_for(steps: list[Message], given: ToolResults) -> list[NewMessage]:
-    """The client's results for the open turn's unanswered calls, in call order: each call answered, no result
-    for a call the turn did not make (results for calls already answered are history, skipped)."""
-    calls = [c for m in steps if m.role == Message.Role.ASSISTANT for c in m.tool_calls or []]
-    answered = {m.tool_call_id for m in steps if m.role == Message.Role.TOOL}
-    results = dict(given.results)
-    unknown = [cid for cid in results if cid not in {c.get("id") for c in calls}]
-    if unknown:
-        raise ValidationFailed(f"The tool message for call '{unknown[0]}' answers no call of this turn.",
-                               code="invalid_request", details={"param": "messages"})
-    pending = [c for c in calls if c.get("id") not in answered]
-    missing = [c for c in pending if c.get("id") not in results]
-    if missing:
-        raise ValidationFailed(f"No tool message answers call '{missing[0].get('id')}' "
-                               f"({(missing[0].get('function') or {}).get('name')}): answer every call.",
-                               code="invalid_request", details={"param": "messages"})
-    return [NewMessage(role="tool", content=results[c["id"]], tool_call_id=c["id"],
-                       name=str((c.get("function") or {}).get("name") or "")[:128]) for c in pending]
-
-
-def _exchange_messages(exchange: list[dict]) -> list[NewMessage]:
-    problems = history_problems([{"role": "user", "content": ""}, *exchange])
-    if problems:
-        raise ValidationFailed(f"The tool calls after the last user message do not line up: {problems[0]}.",
-                               code="invalid_request", details={"param": "messages"})
-    names = {c["id"]: c["function"]["name"] for m in exchange for c in m.get("tool_calls") or []}
-    return [_as_new_message(m, names) for m in exchange]
 
 
 def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMessage] | None = None,
@@ -198,14 +133,14 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     if toolset.client and not toolset.parallel:
         options["parallel_tool_calls"] = False
     model = model or OpenAIChatModel(options=options)
-    open_turn = _open_turn(tenant=tenant, session=session, text=text) if tool_results is not None else None
+    open_turn = open_turn_of(tenant=tenant, session=session, text=text) if tool_results is not None else None
     resume, results, exchange = None, [], []
     if open_turn is not None:
-        results = _results_for(open_turn[1], tool_results)
-        resume = [_as_openai(m) for m in open_turn[1]]
+        results = results_for(open_turn[1], tool_results)
+        resume = [as_openai(m) for m in open_turn[1]]
         earlier = None  # the session holds this turn: what the client sent before it is history already
     elif tool_results is not None:
-        exchange = _exchange_messages(tool_results.exchange)
+        exchange = exchange_messages(tool_results.exchange)
         resume = list(tool_results.exchange)
     recorded: list[Message] = []
     if earlier:
@@ -237,7 +172,7 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
         if results or exchange:
             rows = messages_record(tenant=tenant, session_id=session.pk, items=results or exchange)
             recorded += rows
-            resume += [_as_openai(r) for r in rows] if results else []
+            resume += [as_openai(r) for r in rows] if results else []
 
         tools_ctx = ToolContext(tenant=tenant, user=session.user, session=session, user_message=user_message,
                                 goal=ctx.goal or session.goal or "")
@@ -259,7 +194,7 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     # The loop's messages are the assistant's and the tools': what the assistant said is kept as episodic context
     # (extraction queued on commit, as for any message); tool results echo stored data back and are not read.
     rows = messages_record(tenant=tenant, session_id=session.pk,
-                           items=[_as_new_message(m, names) for m in loop.messages])
+                           items=[as_new_message(m, names) for m in loop.messages])
     recorded += rows
     answer = next(r for r in reversed(rows) if r.role == Message.Role.ASSISTANT)
     _ledger(tools_ctx, loop, names)
