@@ -14,9 +14,9 @@ from django.db.models.functions import MD5
 
 from infra.errors import AppError, Conflict, NotFound, ValidationFailed
 from infra.secrets import secrets_redact
+from orchestration.sessions import session_start
 from sessions.models import Message, Session
 from sessions.selectors import access_session, session_open_for_user
-from orchestration.sessions import session_start
 from sessions.services import NewMessage
 from tenants.models import EndUser, Tenant
 from tenants.services import end_user_get_or_create

@@ -15,8 +15,16 @@ from dataclasses import dataclass, field
 from infra.errors import NotFound
 
 from .client_tools import client_function, client_tools_build
-from .openai_compat import (ChatRequest, continuum_extension, conversation_parse, invalid,
-                            model_options_parse, request_object, tool_exchange_parse, user_field_parse)
+from .openai_compat import (
+    ChatRequest,
+    continuum_extension,
+    conversation_parse,
+    invalid,
+    model_options_parse,
+    request_object,
+    tool_exchange_parse,
+    user_field_parse,
+)
 
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text", "text")
@@ -151,7 +159,8 @@ def responses_request_parse(body: bytes) -> ResponsesRequest:
     echo = {"instructions": instructions, "max_output_tokens": options.get("max_tokens"),
             "temperature": options.get("temperature"), "top_p": options.get("top_p"),
             "tool_choice": data.get("tool_choice") or "auto",
-            "tools": [{"type": "function", **d["function"]} for d in (client_tools.definitions if client_tools else [])],
+            "tools": [{"type": "function", **d["function"]}
+                      for d in (client_tools.definitions if client_tools else [])],
             "parallel_tool_calls": client_tools.parallel if client_tools else True,
             "previous_response_id": previous, "user": chat.user,
             "metadata": data.get("metadata") if isinstance(data.get("metadata"), dict) else {}}

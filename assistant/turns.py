@@ -8,11 +8,12 @@ from typing import Callable
 
 from django.conf import settings
 
+from context.buffer import buffer_record_tool
 from infra.errors import LLMNotConfigured, ValidationFailed
 from infra.llm import llm_configured, llm_priority
 from infra.quotas import input_tokens_check, quota_charge_tokens
 from infra.tokens import truncate_to_tokens
-from context.buffer import buffer_record_tool
+from memory.profile import profile_render, profile_select
 from orchestration.context import turn_context
 from orchestration.messages import messages_record
 from sessions.models import Message, Session
@@ -20,9 +21,10 @@ from sessions.selectors import message_list
 from sessions.services import NewMessage
 
 from .client_tools import ClientTools, Toolset, toolset_for_turn
+from .grounding import Grounding
 from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, react_run
 from .tool_results import ToolResults, as_new_message, as_openai, exchange_messages, open_turn_of, results_for
-from .tools import ToolContext, outcome_summary, tool_definitions, tool_execute
+from .tools import ToolContext, outcome_summary, tool_actions, tool_definitions, tool_execute
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,8 @@ class TurnResult:
     assistant_message: Message
     recorded: list[Message]  # every message this turn stored, in order (imports, user, loop, answer)
     memories: list  # RetrievedMemory: those composed into the context, then those the recall tool found
+    memories_used: list  # of those and the standing profile, the ones the answer draws on
+    grounding: list  # {sentence, replaced_by ("" when dropped)}: claims no call of the turn made good
     breakdown: dict
     total_tokens: int
     budget: int | None
@@ -66,9 +70,12 @@ ASSISTANT_GUIDANCE = (
     "when the context does not already hold what you need. These tools reach this user's memory and this "
     "session's notes, nothing outside: never say you found, booked or changed anything that no tool result shows.")
 CLIENT_SYSTEM_TOKENS = 1_000
+# The standing profile rides in the system prompt, bounded: about fifteen one-line memories, a summary rather than
+# an archive (the recall tool reaches the rest).
+PROFILE_TOKENS = 300
 
 
-def _system_prompt(client_system: str, toolset: Toolset | None = None) -> str:
+def _system_prompt(client_system: str, profile: str = "", toolset: Toolset | None = None) -> str:
     parts = [settings.CONTINUUM_SYSTEM_PROMPT, ASSISTANT_GUIDANCE]
     if toolset is not None:
         renamed = [f"{own} is called {name}" for name, own in toolset.memory.items() if name != own]
@@ -77,6 +84,8 @@ def _system_prompt(client_system: str, toolset: Toolset | None = None) -> str:
         if toolset.client:
             parts.append(f"The chat client's own tools ({', '.join(sorted(toolset.client))}) are run by the client "
                          "application: call one when the request needs it, and its result comes back to you.")
+    if profile:
+        parts.append(profile)
     if client_system.strip():
         # The client's own instructions come last: under a tight budget they are cut before ours.
         parts.append("Instructions from the chat client:\n" + truncate_to_tokens(client_system.strip(),
@@ -150,10 +159,13 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
 
     # The context is composed before the input is stored, so the input appears once: as the new turn.
     tools = toolset.definitions
+    # What is known of the user reaches every turn and its closing call, whatever the input's words.
+    profile = profile_select(tenant=tenant, user=session.user)
+    profile_text, _, profile_shown = profile_render(profile, limit_tokens=PROFILE_TOKENS)
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
     ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools,
-                       system_prompt=_system_prompt(client_system, toolset), rewrite_query=False, prompt_apart=True,
-                       resume_from_seq=open_turn[0].seq if open_turn is not None else None)
+                       system_prompt=_system_prompt(client_system, profile_text, toolset), rewrite_query=False,
+                       prompt_apart=True, resume_from_seq=open_turn[0].seq if open_turn is not None else None)
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
     # sent); what the loop adds on top is charged once it is known.
     quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)
@@ -177,6 +189,12 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
         tools_ctx = ToolContext(tenant=tenant, user=session.user, session=session, user_message=user_message,
                                 goal=ctx.goal or session.goal or "")
         names = toolset.memory
+        shown_name = (session.user.display_name or "").strip()
+        grounding = Grounding(actions_of=lambda tool: tool_actions(names.get(tool, tool)),
+                              ignore=tuple(shown_name.split()),
+                              sources=[*(e.text for e in profile_shown), *(m.text for m in ctx.memories),
+                                       # the conversation and what the context holds, not our own instructions
+                                       *(str(m.get("content") or "") for m in ctx.messages[1:])])
         loop = react_run(messages=ctx.messages, tools=tools,
                          execute=lambda name, args: tool_execute(tools_ctx, names.get(name, name), args), model=model,
                          # A caller may ask for fewer steps than the deployment allows, never more.
@@ -184,8 +202,8 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
                                                                        settings.ASSISTANT_MAX_STEPS)),
                          on_delta=on_delta, cancel=cancel,
                          describe=lambda name, observation: outcome_summary(names.get(name, name), observation),
-                         client_tools=toolset.client, tool_choice=toolset.step_choice, parallel=toolset.parallel,
-                         resume=resume)
+                         grounding=grounding, closing_note=profile_text, client_tools=toolset.client,
+                         tool_choice=toolset.step_choice, parallel=toolset.parallel, resume=resume)
 
     spent = loop.usage.get("prompt_tokens", 0) + loop.usage.get("completion_tokens", 0)
     quota_charge_tokens(tenant=tenant, tokens=spent - ctx.total_tokens, enforce=False)
@@ -204,7 +222,10 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
         if str(m.memory_id) not in seen:
             seen.add(str(m.memory_id))
             memories.append(m)
+    known = memories + [e for e in profile_shown if e.memory_id not in seen]
     return TurnResult(session=session, user_message=user_message, reply=loop.content, assistant_message=answer,
-                      recorded=recorded, memories=memories, breakdown=dict(ctx.breakdown),
+                      recorded=recorded, memories=memories, memories_used=grounding.used(loop.content, known),
+                      grounding=[{"sentence": a, "replaced_by": b} for a, b in grounding.changes],
+                      breakdown=dict(ctx.breakdown),
                       total_tokens=ctx.total_tokens, budget=ctx.budget, memory_status=ctx.memory_status, loop=loop,
                       usage=dict(loop.usage))
