@@ -42,7 +42,7 @@ def test_a_response_and_a_follow_up_by_previous_response_id(server, llm, alice):
 
 
 def test_a_streamed_response_has_the_responses_events(server, llm, alice):
-    llm.add(answer("Streaming answers arrive in pieces."))
+    llm.add(answer("Streaming answers arrive in pieces. A sentence at a time."))
     client = client_for(server, alice)
     with client.responses.stream(model="continuum", input="Tell me", user="ada") as stream:
         events = list(stream)
@@ -54,7 +54,8 @@ def test_a_streamed_response_has_the_responses_events(server, llm, alice):
                           "response.completed"]
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert "".join(e.delta for e in events if e.type == "response.output_text.delta") == final.output_text
-    assert final.output_text == "Streaming answers arrive in pieces." and final.status == "completed"
+    assert final.output_text == "Streaming answers arrive in pieces. A sentence at a time."
+    assert final.status == "completed"
     assert kinds.count("response.output_text.delta") > 1
 
 
