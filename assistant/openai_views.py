@@ -1,4 +1,5 @@
-"""The OpenAI-compatible endpoints: POST /v1/chat/completions (JSON or server-sent events) and GET /v1/models.
+"""The OpenAI-compatible endpoints: POST /v1/chat/completions and POST /v1/responses (JSON or server-sent events),
+GET /v1/models and /v1/models/{id}.
 
 Plain async Django views rather than DRF, because this surface speaks OpenAI's error shape and streams under ASGI.
 The turn runs in a worker thread; a client that disconnects cancels the stream, which stops the model.
@@ -6,10 +7,13 @@ The turn runs in a worker thread; a client that disconnects cancels the stream, 
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import json
 import logging
 import threading
 import time
+import uuid
 
 import redis
 from asgiref.sync import sync_to_async
@@ -18,11 +22,13 @@ from django.db import connections
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from infra.errors import AppError, LLMNotConfigured, PayloadTooLarge, ServiceUnavailable
+from infra.errors import AppError, LLMNotConfigured, NotFound, PayloadTooLarge, ServiceUnavailable
 from infra.llm import llm_configured
+from sessions.selectors import access_session
 from tenants.authentication import tenant_from_api_key
 
 from . import openai_compat as compat
+from . import openai_responses as responses
 from .turns import turn_run
 
 log = logging.getLogger(__name__)
@@ -44,14 +50,31 @@ def _authenticate(request):
     return tenant_from_api_key(request.headers.get("Authorization", ""))
 
 
-def _prepare(request, tenant, chat: compat.ChatRequest):
-    """Everything that touches the database before the turn: who, which session, which turns to import."""
+def _prepare(request, tenant, chat: compat.ChatRequest, *, previous_session=None):
+    """Everything that touches the database before the turn: who, which session, which turns to import.
+
+    The request, its user and its session are checked (4xx with a reason) before anything is created and before
+    the model is asked for: a 503 for a missing model answers only a request that would otherwise run.
+    `previous_session`: the session a Responses API previous_response_id names (its user is the default user)."""
+    header_user = request.headers.get("X-User-Id")
+    if previous_session is not None and not (chat.user or (header_user or "").strip()):
+        header_user = previous_session.user.external_id
+    external_id = compat.chat_user_name(body_user=chat.user, header_user=header_user)
+    session_id = compat.session_header_parse(request.headers.get("X-Session-Id"))
+    if previous_session is not None:
+        if previous_session.user.external_id != external_id:
+            raise NotFound("Previous response not found.")  # the same answer as for a missing one
+        if session_id is None and previous_session.state == previous_session.State.OPEN:
+            session_id = previous_session.pk  # a closed one: the user's conversation goes on in a new session
+    if session_id is not None:
+        compat.chat_session_check(tenant=tenant, external_id=external_id, session_id=session_id)
     if not llm_configured():
         raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL); use the memory-service "
                                "endpoints (messages, context) with your own model.")
-    user = compat.chat_user_resolve(tenant=tenant, body_user=chat.user, header_user=request.headers.get("X-User-Id"))
-    session = compat.chat_session_resolve(tenant=tenant, user=user,
-                                          session_id=(request.headers.get("X-Session-Id") or "").strip() or None)
+    user = compat.chat_user_resolve(tenant=tenant, external_id=external_id)
+    session = compat.chat_session_resolve(tenant=tenant, user=user, session_id=session_id)
+    if not chat.user_input:  # tool outputs for the previous response: its turn's input is the session's
+        chat.user_input = compat.open_turn_input(tenant=tenant, session=session)
     earlier = compat.chat_earlier_missing(tenant=tenant, session=session, earlier=chat.earlier,
                                           user_input=chat.user_input)
     return session, earlier
@@ -69,7 +92,8 @@ def _start_turn(*, tenant, session, chat: compat.ChatRequest, earlier, loop, que
         try:
             result = turn_run(tenant=tenant, session=session, user_input=chat.user_input, earlier=earlier,
                               client_system=chat.client_system, model_options=chat.options,
-                              on_delta=(lambda text: post("delta", text)) if stream else None, cancel=cancel)
+                              on_delta=(lambda text: post("delta", text)) if stream else None, cancel=cancel,
+                              client_tools=chat.client_tools, tool_results=chat.tool_results)
             post("done", result)
         except AppError as exc:
             post("error", exc)
@@ -96,9 +120,10 @@ async def _event_stream(*, tenant, session, chat, earlier, cid: str):
     created = int(time.time())
     cancel = _start_turn(tenant=tenant, session=session, chat=chat, earlier=earlier, loop=loop, queue=queue,
                          stream=True)
+    chunk = functools.partial(compat.chunk_body, cid=cid, created=created, model=chat.model,
+                              include_usage=chat.include_usage)
     try:
-        yield _sse(compat.chunk_body(cid=cid, created=created, model=chat.model,
-                                     delta={"role": "assistant", "content": ""}))
+        yield _sse(chunk(delta={"role": "assistant", "content": ""}))
         while True:
             try:
                 kind, payload = await asyncio.wait_for(queue.get(), timeout=KEEPALIVE_SECONDS)
@@ -106,10 +131,13 @@ async def _event_stream(*, tenant, session, chat, earlier, cid: str):
                 yield ": keep-alive\n\n"  # tools may run a while between deltas; proxies must not drop us
                 continue
             if kind == "delta":
-                yield _sse(compat.chunk_body(cid=cid, created=created, model=chat.model, delta={"content": payload}))
+                yield _sse(chunk(delta={"content": payload}))
             elif kind == "done":
-                yield _sse(compat.chunk_body(cid=cid, created=created, model=chat.model, delta={},
-                                             finish_reason="stop", result=payload))
+                if payload.pending_calls:
+                    yield _sse(chunk(delta=compat.tool_calls_delta(payload.pending_calls)))
+                yield _sse(chunk(delta={}, finish_reason=payload.finish_reason, result=payload))
+                if chat.include_usage:
+                    yield _sse(compat.usage_chunk(cid=cid, created=created, model=chat.model, result=payload))
                 break
             else:
                 yield _sse(compat.error_body(payload))
@@ -162,6 +190,142 @@ async def chat_completions(request):
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+def _previous_session(tenant, previous_response_id: str | None):
+    if not previous_response_id:
+        return None
+    try:
+        return access_session(tenant=tenant, session_id=responses.session_of_response(previous_response_id))
+    except NotFound:
+        raise NotFound("Previous response not found.")
+
+
+def _prepare_response(request, tenant, req: responses.ResponsesRequest):
+    return _prepare(request, tenant, req.chat,
+                    previous_session=_previous_session(tenant, req.previous_response_id))
+
+
+async def _response_events(*, tenant, session, req: responses.ResponsesRequest, earlier, rid: str):
+    """The Responses API's typed events: created, the answer's text as it comes, each client call, completed."""
+    chat = req.chat
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue = asyncio.Queue()
+    created = responses.now()
+    sequence = itertools.count()
+    item_id = f"msg_{uuid.uuid4().hex}"
+    shape = functools.partial(responses.response_object, rid=rid, created=created, model=chat.model, echo=req.echo)
+
+    def event(kind, **fields):
+        return responses.sse_event(kind, next(sequence), **fields)
+
+    cancel = _start_turn(tenant=tenant, session=session, chat=chat, earlier=earlier, loop=loop, queue=queue,
+                         stream=True)
+    text: list[str] = []
+    part = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    try:
+        yield event("response.created", response=shape())
+        yield event("response.in_progress", response=shape())
+        while True:
+            try:
+                kind, payload = await asyncio.wait_for(queue.get(), timeout=KEEPALIVE_SECONDS)
+            except TimeoutError:
+                yield ": keep-alive\n\n"
+                continue
+            if kind == "delta":
+                if not text:
+                    yield event("response.output_item.added", output_index=0,
+                                item=responses.message_item(item_id=item_id, text="", status="in_progress"))
+                    yield event("response.content_part.added", **part,
+                                part={"type": "output_text", "text": "", "annotations": []})
+                text.append(payload)
+                yield event("response.output_text.delta", **part, delta=payload, logprobs=[])
+            elif kind == "done":
+                said = "".join(text)
+                if said:
+                    yield event("response.output_text.done", **part, text=said, logprobs=[])
+                    yield event("response.content_part.done", **part,
+                                part={"type": "output_text", "text": said, "annotations": []})
+                    yield event("response.output_item.done", output_index=0,
+                                item=responses.message_item(item_id=item_id, text=said))
+                for index, call in enumerate(payload.pending_calls, start=1 if said else 0):
+                    item = responses.call_item(call)
+                    yield event("response.output_item.added", output_index=index,
+                                item=responses.call_item(call, status="in_progress", arguments=""))
+                    yield event("response.function_call_arguments.delta", item_id=item["id"], output_index=index,
+                                delta=item["arguments"])
+                    yield event("response.function_call_arguments.done", item_id=item["id"], output_index=index,
+                                arguments=item["arguments"])
+                    yield event("response.output_item.done", output_index=index, item=item)
+                final = shape(status="completed", result=payload,
+                              output=responses.response_output(payload, item_id=item_id, text=said))
+                yield event("response.completed" if final["status"] == "completed" else "response.incomplete",
+                            response=final)
+                break
+            else:
+                error = compat.error_body(payload)["error"]
+                yield event("response.failed", response=shape(status="failed", error={
+                    "code": error["code"], "message": error["message"]}))
+                break
+    finally:
+        cancel.set()
+
+
+@csrf_exempt
+async def responses_create(request):
+    if request.method != "POST":
+        return _error(AppError("Use POST.", code="method_not_allowed", status=405))
+    try:
+        tenant = await sync_to_async(_authenticate)(request)
+        try:
+            body = request.body
+        except RequestDataTooBig:
+            raise PayloadTooLarge("Request body is too large.")
+        req = responses.responses_request_parse(body)
+        session, earlier = await sync_to_async(_prepare_response)(request, tenant, req)
+    except AppError as exc:
+        return _error(exc)
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+        return _error(_STORE_DOWN)
+    rid = responses.response_id(session.pk)
+    if req.chat.stream:
+        response = StreamingHttpResponse(_response_events(tenant=tenant, session=session, req=req, earlier=earlier,
+                                                          rid=rid), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        response["X-Session-Id"] = str(session.pk)
+        return response
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue = asyncio.Queue()
+    cancel = _start_turn(tenant=tenant, session=session, chat=req.chat, earlier=earlier, loop=loop, queue=queue,
+                         stream=False)
+    try:
+        kind, payload = await queue.get()
+    except asyncio.CancelledError:
+        cancel.set()
+        raise
+    if kind == "error":
+        return _error(payload)
+    body = responses.response_object(rid=rid, created=responses.now(), model=req.chat.model, echo=req.echo,
+                                      status="completed", result=payload,
+                                      output=responses.response_output(payload, item_id=f"msg_{uuid.uuid4().hex}"))
+    response = JsonResponse(body)
+    response["X-Session-Id"] = str(session.pk)
+    return response
+
+
+async def model_detail(request, model_id: str):
+    if request.method != "GET":
+        return _error(AppError("Use GET.", code="method_not_allowed", status=405))
+    try:
+        tenant = await sync_to_async(_authenticate)(request)
+        model = next((m for m in compat.models_body(tenant=tenant)["data"] if m["id"] == model_id), None)
+        if model is None:
+            raise NotFound(f"The model '{model_id}' does not exist; GET /v1/models lists the models.",
+                           code="model_not_found")
+    except AppError as exc:
+        return _error(exc)
+    return JsonResponse(model)
 
 
 async def models(request):

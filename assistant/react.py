@@ -30,6 +30,7 @@ TIMEOUT = "timeout"
 LOOP_DETECTED = "loop_detected"
 CANCELLED = "cancelled"
 LLM_ERROR = "llm_error"
+CLIENT_TOOLS = "client_tools"  # the model called a client's tool: the client runs it and continues the turn
 
 # A step whose calls all repeat earlier ones is a stall; the model is warned once, then the loop ends.
 STALLED_STEPS_LIMIT = 2
@@ -83,10 +84,12 @@ class LoopResult:
     stop_reason: str
     tool_calls: list[ToolCallRecord]
     usage: dict
+    pending_calls: list[dict] = field(default_factory=list)  # the client's calls the turn ends with (CLIENT_TOOLS)
+    finish_reason: str = "stop"  # OpenAI's: stop, length (the answer was cut) or tool_calls
 
     @property
     def partial(self) -> bool:
-        return self.stop_reason != ANSWER
+        return self.stop_reason not in (ANSWER, CLIENT_TOOLS)
 
 
 class AnswerCheck(Protocol):
@@ -133,12 +136,15 @@ class OpenAIChatModel:
         kind = "closing" if tool_choice == "none" else "turn"
         body = {"model": self.name, "messages": messages, **self.options}
         # A client may ask for fewer tokens than the deployment allows, never more.
-        asked = [v for k in ("max_tokens", "max_completion_tokens") if isinstance(v := body.pop(k, None), int) and v > 0]
+        asked = [v for k in ("max_tokens", "max_completion_tokens")
+                 if isinstance(v := body.pop(k, None), int) and v > 0]
         body["max_tokens"] = min([max_tokens_for(kind), *asked])
         if body.get("temperature") is None and settings.ASSISTANT_TEMPERATURE is not None:
             body["temperature"] = settings.ASSISTANT_TEMPERATURE
         if tools:
             body.update(tools=tools, tool_choice=tool_choice)
+        else:
+            body.pop("parallel_tool_calls", None)  # refused without tools
         timeout = max(0.5, min(settings.LLM_TIMEOUT_SECONDS, deadline - time.monotonic()))
         try:
             with llm_priority(kind):
@@ -560,8 +566,10 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
               model: ChatModel, limits: LoopLimits, on_delta: Callable[[str], None] | None = None,
               cancel: threading.Event | None = None,
               describe: Callable[[str, dict], str] | None = None, grounding: AnswerCheck | None = None,
-              closing_note: str = "") -> LoopResult:
-    """Run the model with tools until it answers or a limit stops it; every tool call is answered before return.
+              closing_note: str = "", client_tools: frozenset[str] = frozenset(), tool_choice: str = "auto",
+              parallel: bool = True, resume: list[dict] | None = None) -> LoopResult:
+    """Run the model with tools until it answers or a limit stops it; every call of a tool `execute` runs is
+    answered before return.
 
     The reply shown to the user is always words: a call written as text is run as a call, and a reply that is no
     answer (an echoed warning, raw JSON) gets one closing call without tools, then an answer built from what the
@@ -569,17 +577,23 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
 
     grounding: every answer sentence is checked against the turn's calls as it streams and once whole; an answer
     left with nothing gets the closing call, then the built one. closing_note: what the closing call is shown
-    besides the calls' results (the user's standing profile); its lines also build the last-resort answer."""
+    besides the calls' results (the user's standing profile); its lines also build the last-resort answer.
+
+    A step that calls one of `client_tools` ends the loop (CLIENT_TOOLS) once the step's other calls have run: the
+    client runs its calls, and a later loop continues from `resume` (this turn's steps, its results answering
+    every call). tool_choice (auto, required) applies to every step; with `required` the last step offers the
+    client's tools only. parallel=False keeps each step to its first call."""
     deadline = time.monotonic() + limits.wall_clock_seconds
     # Tool definitions ride with every call; what remains of the budget is for messages.
     budget = max(256, limits.token_budget - count_tokens(json.dumps(tools, separators=(",", ":"))))
     base = history_repair(list(messages))
-    loop: list[dict] = []
+    loop: list[dict] = list(resume or [])
+    resumed = len(loop)
     records: list[ToolCallRecord] = []
     seen: dict[tuple[str, str], int] = {}
-    used_ids = {c.get("id") for m in base for c in _calls(m)}
+    used_ids = {c.get("id") for m in base + loop for c in _calls(m)}
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "model_calls": 0}
-    stalled, steps, content, stop = 0, 0, "", None
+    stalled, steps, content, stop, finish, pending = 0, 0, "", None, "stop", []
 
     def add_usage(reply: ModelReply, window: list[dict]) -> None:
         got = reply.usage or {"prompt_tokens": count_message_tokens(window),
@@ -603,8 +617,11 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
         window = fit_to_budget(base, loop, budget)
         checked = grounding.stream(on_delta, records) if grounding is not None and on_delta is not None else None
         held = _HeldDeltas(checked or on_delta) if on_delta is not None else None
+        offered = tools
+        if tool_choice == "required" and client_tools and steps >= limits.max_steps:
+            offered = [t for t in tools if (t.get("function") or {}).get("name") in client_tools]
         try:
-            reply = model.complete(messages=window, tools=tools, tool_choice="auto", deadline=deadline,
+            reply = model.complete(messages=window, tools=offered, tool_choice=tool_choice, deadline=deadline,
                                    on_delta=held, cancel=cancel)
         except AppError:
             if not records:
@@ -615,17 +632,19 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
         add_usage(reply, window)
         if reply.finish_reason in (CANCELLED, TIMEOUT):
             content, stop = (reply.content if _is_answer(reply.content, records, tools) else ""), reply.finish_reason
+            finish = "length"  # what was said is cut short
             if held is not None and content:
                 held.release()
             if checked is not None:
                 checked.flush()
             break
         if not reply.tool_calls:
-            written = content_tool_call(reply.content, tools)
+            written = content_tool_call(reply.content, offered)
             if written is not None:
                 reply.tool_calls, reply.content = [written], ""
             else:
                 content, stop = reply.content, ANSWER
+                finish = "length" if reply.finish_reason == "length" else "stop"
                 if not _is_answer(content, records, tools):
                     content = ""  # not shown: the closing call below answers instead
                 elif held is not None:
@@ -636,40 +655,50 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
         if checked is not None:
             checked.flush()  # words written before the calls
         calls = _normalized_calls(reply.tool_calls, used_ids)
+        if not parallel:
+            calls = calls[:1]
         loop.append({"role": "assistant", "content": reply.content or None, "tool_calls": calls})
+        pending = [c for c in calls if c["function"]["name"] in client_tools]
         fresh = 0
-        for position, call in enumerate(calls):
+        for position, call in enumerate(c for c in calls if c not in pending):
             record = _run_call(call, position=position, step=steps, seen=seen, execute=execute, limits=limits)
             fresh += record.status in ("ok", "error")
             records.append(record)
             text = truncate_to_tokens(json.dumps(record.observation, ensure_ascii=False, default=str),
                                       limits.observation_tokens)
             loop.append({"role": "tool", "tool_call_id": call["id"], "content": text})
+        if pending:
+            content, stop, finish = reply.content or "", CLIENT_TOOLS, "tool_calls"
+            break
         stalled = 0 if fresh else stalled + 1
         if stalled >= STALLED_STEPS_LIMIT:
             stop = LOOP_DETECTED
 
-    if grounding is not None and content.strip():
+    if grounding is not None and content.strip() and stop != CLIENT_TOOLS:
         content = grounding.text(content, records)
-    if stop != CANCELLED and not content.strip():
-        content = _closing_answer(base, loop, stop=stop, tools=tools, model=model, budget=budget, deadline=deadline,
-                                  on_delta=on_delta, cancel=cancel, add_usage=add_usage, records=records,
-                                  describe=describe, observation_tokens=limits.observation_tokens,
-                                  grounding=grounding, closing_note=closing_note,
-                                  refused=grounding.dropped() if grounding is not None else [])
-    if not content.strip():
-        known = [line for line in closing_note.splitlines() if line.startswith("- ")]
-        asked = str((base[-1] if base else {}).get("content") or "").rstrip().endswith("?")
-        if grounding is not None and grounding.dropped() and stop == ANSWER and not asked and not records:
-            # The model only claimed to have done what the user asked, and nothing did it: a plain acknowledgement
-            # is what is true (what is on record answers a question, not a request).
-            content = "Understood."
-        else:
-            content = _fallback_answer(stop, records, describe, known)
-        if on_delta is not None:
-            on_delta(content)
-    loop.append({"role": "assistant", "content": content})
-    return LoopResult(content=content, messages=loop, steps=steps, stop_reason=stop, tool_calls=records, usage=usage)
+    if stop not in (CANCELLED, CLIENT_TOOLS) and not content.strip():
+        content, finish = _closing_answer(base, loop, stop=stop, tools=tools, model=model, budget=budget,
+                                          deadline=deadline, on_delta=on_delta, cancel=cancel, add_usage=add_usage,
+                                          records=records, describe=describe,
+                                          observation_tokens=limits.observation_tokens, grounding=grounding,
+                                          closing_note=closing_note,
+                                          refused=grounding.dropped() if grounding is not None else [])
+    if stop != CLIENT_TOOLS:
+        if not content.strip():
+            known = [line for line in closing_note.splitlines() if line.startswith("- ")]
+            asked = str((base[-1] if base else {}).get("content") or "").rstrip().endswith("?")
+            if grounding is not None and grounding.dropped() and stop == ANSWER and not asked and not records:
+                # The model only claimed to have done what the user asked, and nothing did it: a plain
+                # acknowledgement is what is true (what is on record answers a question, not a request).
+                content = "Understood."
+            else:
+                content = _fallback_answer(stop, records, describe, known)
+            finish = "stop"
+            if on_delta is not None:
+                on_delta(content)
+        loop.append({"role": "assistant", "content": content})
+    return LoopResult(content=content, messages=loop[resumed:], steps=steps, stop_reason=stop, tool_calls=records,
+                      usage=usage, pending_calls=pending, finish_reason=finish)
 
 
 def _run_call(call: dict, *, position: int, step: int, seen: dict, execute, limits: LoopLimits) -> ToolCallRecord:
@@ -706,15 +735,16 @@ def _findings(records: list[ToolCallRecord], describe: Callable[[str, dict], str
 
 def _closing_answer(base, loop, *, stop, tools, model, budget, deadline, on_delta, cancel, add_usage,
                     records, describe, observation_tokens: int, grounding: AnswerCheck | None = None,
-                    closing_note: str = "", refused: list[str] | None = None) -> str:
+                    closing_note: str = "", refused: list[str] | None = None) -> tuple[str, str]:
     """One last model call without tools, so a stopped loop still ends with the best answer it can give.
 
     The call sees what the tools found as a note in words after the turn's context, not the loop's own call and
     result messages, and no tool definitions: a model shown its calls or offered tools tends to write another call
     (a small model does so every time, whatever tool_choice says). Without tools the prompt is also short: the
-    part after the system prompt, which the server has cached, is read again, not the tool definitions."""
+    part after the system prompt, which the server has cached, is read again, not the tool definitions.
+    Returns (the answer or "", its finish reason)."""
     if stop in (LLM_ERROR, TIMEOUT) or deadline - time.monotonic() < FINAL_CALL_MIN_SECONDS:
-        return ""
+        return "", "stop"
     # No word of why the loop stopped: a small model copies such words into its answer.
     # "What your calls found" made a small model claim a finding for any call ("I found a flight" after set_goal);
     # named as calls and what they returned, it says what it did.
@@ -740,13 +770,14 @@ def _closing_answer(base, loop, *, stop, tools, model, budget, deadline, on_delt
                                on_delta=held, cancel=cancel)
     except AppError:
         log.warning("closing model call failed after %s", stop, exc_info=True)
-        return ""
+        return "", "stop"
     add_usage(reply, window)
     # Tool calls in a tools-off reply are ignored (nothing may be left unanswered), and so is one written as text.
     if not _is_answer(reply.content, records, tools):
-        return ""
+        return "", "stop"
     if held is not None:
         held.release()
     if checked is not None:
         checked.flush()
-    return grounding.text(reply.content, records) if grounding is not None else reply.content
+    finish = "length" if reply.finish_reason in ("length", TIMEOUT) else "stop"
+    return (grounding.text(reply.content, records) if grounding is not None else reply.content), finish

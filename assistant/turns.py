@@ -20,8 +20,10 @@ from sessions.models import Message, Session
 from sessions.selectors import message_list
 from sessions.services import NewMessage
 
+from .client_tools import ClientTools, Toolset, toolset_for_turn
 from .grounding import Grounding
 from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, react_run
+from .tool_results import ToolResults, as_new_message, as_openai, exchange_messages, open_turn_of, results_for
 from .tools import ToolContext, outcome_summary, tool_actions, tool_definitions, tool_execute
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,16 @@ class TurnResult:
     def stop_reason(self) -> str:
         return self.loop.stop_reason
 
+    @property
+    def pending_calls(self) -> list[dict]:
+        """The client's tool calls the turn ends with, for the client to run and answer."""
+        return self.loop.pending_calls
+
+    @property
+    def finish_reason(self) -> str:
+        return self.loop.finish_reason
+
+
 
 ASSISTANT_GUIDANCE = (
     "Tools: recall searches what is remembered about this user from earlier sessions; remember stores a durable "
@@ -58,8 +70,17 @@ ASSISTANT_GUIDANCE = (
     "when the context does not already hold what you need. These tools reach this user's memory and this "
     "session's notes, nothing outside: never say you found, booked or changed anything that no tool result shows.")
 CLIENT_SYSTEM_TOKENS = 1_000
-def _system_prompt(client_system: str) -> str:
+
+
+def _system_prompt(client_system: str, toolset: Toolset | None = None) -> str:
     parts = [settings.CONTINUUM_SYSTEM_PROMPT, ASSISTANT_GUIDANCE]
+    if toolset is not None:
+        renamed = [f"{own} is called {name}" for name, own in toolset.memory.items() if name != own]
+        if renamed:
+            parts.append(f"In this conversation {', '.join(renamed)} (the chat client has tools of those names).")
+        if toolset.client:
+            parts.append(f"The chat client's own tools ({', '.join(sorted(toolset.client))}) are run by the client "
+                         "application: call one when the request needs it, and its result comes back to you.")
     if client_system.strip():
         # The client's own instructions come last: under a tight budget they are cut before ours.
         parts.append("Instructions from the chat client:\n" + truncate_to_tokens(client_system.strip(),
@@ -84,19 +105,13 @@ def _recorded_input(*, tenant, session: Session, text: str) -> Message | None:
     return last if last is not None and last.role == "user" and last.content.strip() == text.strip() else None
 
 
-def _as_new_message(message: dict, calls_by_id: dict[str, str]) -> NewMessage:
-    if message["role"] == "tool":
-        return NewMessage(role="tool", content=message.get("content") or "", tool_call_id=message["tool_call_id"],
-                          name=calls_by_id.get(message["tool_call_id"], "")[:128])
-    return NewMessage(role="assistant", content=message.get("content") or "", tool_calls=message.get("tool_calls"))
-
-
-def _ledger(ctx: ToolContext, loop: LoopResult) -> None:
+def _ledger(ctx: ToolContext, loop: LoopResult, names: dict[str, str]) -> None:
     for call in loop.tool_calls:
-        outcome = outcome_summary(call.name, call.observation)
+        name = names.get(call.name, call.name)
+        outcome = outcome_summary(name, call.observation)
         try:
             buffer_record_tool(tenant_id=str(ctx.tenant.pk), user_id=str(ctx.user.pk), session_id=str(ctx.session.pk),
-                               tool=call.name, arguments=call.arguments or {},
+                               tool=name, arguments=call.arguments or {},
                                outcome=str(outcome)[:LEDGER_OUTCOME_CHARS], status=call.status)
         except Exception:  # the ledger is a convenience the buffer can rebuild without; the turn stands
             log.warning("tool ledger update failed for session %s", ctx.session.pk, exc_info=True)
@@ -105,16 +120,32 @@ def _ledger(ctx: ToolContext, loop: LoopResult) -> None:
 def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMessage] | None = None,
              client_system: str = "", max_steps: int | None = None, model: ChatModel | None = None,
              model_options: dict | None = None, on_delta: Callable[[str], None] | None = None,
-             cancel: threading.Event | None = None) -> TurnResult:
+             cancel: threading.Event | None = None, client_tools: ClientTools | None = None,
+             tool_results: ToolResults | None = None) -> TurnResult:
     """One assistant turn. Each write is its own short transaction; none is open while the model runs.
 
     `earlier`: conversation turns a client sends that the session lacks (the OpenAI surface imports them first).
+    `client_tools`: the client's own tools, offered beside the memory tools; a call of one ends the turn with it
+    (TurnResult.pending_calls). `tool_results`: their results, continuing the turn whose input is `user_input`.
     """
     if not llm_configured():
         raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL); the memory-service "
                                "endpoints (messages, context) work without one.")
     text = _check_input(tenant=tenant, text=user_input)
-    model = model or OpenAIChatModel(options=model_options)
+    toolset = toolset_for_turn(tool_definitions(), client_tools)
+    options = dict(model_options or {})
+    if toolset.client and not toolset.parallel:
+        options["parallel_tool_calls"] = False
+    model = model or OpenAIChatModel(options=options)
+    open_turn = open_turn_of(tenant=tenant, session=session, text=text) if tool_results is not None else None
+    resume, results, exchange = None, [], []
+    if open_turn is not None:
+        results = results_for(open_turn[1], tool_results)
+        resume = [as_openai(m) for m in open_turn[1]]
+        earlier = None  # the session holds this turn: what the client sent before it is history already
+    elif tool_results is not None:
+        exchange = exchange_messages(tool_results.exchange)
+        resume = list(tool_results.exchange)
     recorded: list[Message] = []
     if earlier:
         recorded += messages_record(tenant=tenant, session_id=session.pk, items=list(earlier))
@@ -122,12 +153,12 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
         session.refresh_from_db()
 
     # The context is composed before the input is stored, so the input appears once: as the new turn.
-    tools = tool_definitions()
+    tools = toolset.definitions
     # What is known of the user reaches every turn and its closing call, whatever the input's words.
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
     ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools,
-                       system_prompt=_system_prompt(client_system), rewrite_query=False,
-                       prompt_apart=True)
+                       system_prompt=_system_prompt(client_system, toolset), rewrite_query=False,
+                       prompt_apart=True, resume_from_seq=open_turn[0].seq if open_turn is not None else None)
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
     # sent); what the loop adds on top is charged once it is known.
     quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)
@@ -139,26 +170,37 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     # (the extraction that recording the input enqueues, above all) would otherwise start in the gaps between the
     # loop's calls and share the model server's cores with the rest of the turn.
     with llm_priority("turn", seconds=settings.ASSISTANT_WALL_CLOCK_SECONDS):
-        user_message = _recorded_input(tenant=tenant, session=session, text=text) if ctx.echoed else None
-        if user_message is None:
-            user_message = messages_record(tenant=tenant, session_id=session.pk,
-                                           items=[NewMessage(role="user", content=text)])[0]
-        recorded.append(user_message)
+        if open_turn is not None:
+            user_message = open_turn[0]
+        else:
+            user_message = _recorded_input(tenant=tenant, session=session, text=text) if ctx.echoed else None
+            if user_message is None:
+                user_message = messages_record(tenant=tenant, session_id=session.pk,
+                                               items=[NewMessage(role="user", content=text)])[0]
+            recorded.append(user_message)
+        if results or exchange:
+            rows = messages_record(tenant=tenant, session_id=session.pk, items=results or exchange)
+            recorded += rows
+            resume += [as_openai(r) for r in rows] if results else []
 
         tools_ctx = ToolContext(tenant=tenant, user=session.user, session=session, user_message=user_message,
                                 goal=ctx.goal or session.goal or "")
-        name = (session.user.display_name or "").strip()
-        grounding = Grounding(actions_of=tool_actions, ignore=tuple(name.split()),
+        names = toolset.memory
+        shown_name = (session.user.display_name or "").strip()
+        grounding = Grounding(actions_of=lambda tool: tool_actions(names.get(tool, tool)),
+                              ignore=tuple(shown_name.split()),
                               sources=[*(e.text for e in profile_shown), *(m.text for m in ctx.memories),
                                        # the conversation and what the context holds, not our own instructions
                                        *(str(m.get("content") or "") for m in ctx.messages[1:])])
         loop = react_run(messages=ctx.messages, tools=tools,
-                         execute=lambda name, args: tool_execute(tools_ctx, name, args), model=model,
+                         execute=lambda name, args: tool_execute(tools_ctx, names.get(name, name), args), model=model,
                          # A caller may ask for fewer steps than the deployment allows, never more.
                          limits=LoopLimits.from_settings(max_steps=min(max_steps or settings.ASSISTANT_MAX_STEPS,
                                                                        settings.ASSISTANT_MAX_STEPS)),
-                         on_delta=on_delta, cancel=cancel, describe=outcome_summary, grounding=grounding,
-                         closing_note=profile_text)
+                         on_delta=on_delta, cancel=cancel,
+                         describe=lambda name, observation: outcome_summary(names.get(name, name), observation),
+                         grounding=grounding, closing_note=profile_text, client_tools=toolset.client,
+                         tool_choice=toolset.step_choice, parallel=toolset.parallel, resume=resume)
 
     spent = loop.usage.get("prompt_tokens", 0) + loop.usage.get("completion_tokens", 0)
     quota_charge_tokens(tenant=tenant, tokens=spent - ctx.total_tokens, enforce=False)
@@ -167,10 +209,10 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     # The loop's messages are the assistant's and the tools': what the assistant said is kept as episodic context
     # (extraction queued on commit, as for any message); tool results echo stored data back and are not read.
     rows = messages_record(tenant=tenant, session_id=session.pk,
-                           items=[_as_new_message(m, names) for m in loop.messages])
+                           items=[as_new_message(m, names) for m in loop.messages])
     recorded += rows
-    answer = rows[-1]
-    _ledger(tools_ctx, loop)
+    answer = next(r for r in reversed(rows) if r.role == Message.Role.ASSISTANT)
+    _ledger(tools_ctx, loop, names)
 
     memories, seen = [], set()
     for m in [*ctx.memories, *tools_ctx.recalled.values()]:

@@ -261,14 +261,19 @@ def memory_query(new_input: str, buf: Buffer) -> str:
 
 def context_compose(*, tenant, session, new_input: str, budget=None, tools: list[dict] | None = None,
                     system_prompt: str | None = None, buffer: Buffer | None = None, memories: list | None = None,
-                    memory_status: str = "ok", prompt_apart: bool = False, profile: list | None = None) -> TurnContext:
+                    memory_status: str = "ok", prompt_apart: bool = False, profile: list | None = None,
+                    resume_from_seq: int | None = None) -> TurnContext:
     """The model's messages for the session's next turn from its buffer, its linked bridges and the memories
     retrieved for it (orchestration.context finds those). Redis errors propagate (the API answers 503).
 
     prompt_apart=True puts the system prompt in a message of its own, ahead of a second system message with the
     context sections: the prompt (and the tool definitions a chat template renders after it) is then the same
     prefix on every call, which a model server's prompt cache reuses instead of reading it again each turn.
-    profile: the user's standing profile entries (memory.profile.profile_select), most binding first."""
+    profile: the user's standing profile entries (memory.profile.profile_select), most binding first.
+
+    resume_from_seq: the session's turn that starts at this message (the input, already stored) is still open,
+    waiting on a client's tool results; it and its steps are left out of the recent turns, for the caller to
+    continue from them."""
     plan = as_budget(budget)
     new_input = new_input or ""
     tools = list(tools or [])
@@ -284,7 +289,9 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
             count_tokens_known(m.get("content") or "", int(m["tokens"]))
     echoed = bool(new_input.strip() and recent and recent[-1]["role"] == "user"
                   and recent[-1]["content"].strip() == new_input.strip())
-    if echoed:  # the input was already appended; it goes last as the input, not twice
+    if resume_from_seq is not None:
+        recent, echoed = [m for m in recent if int(m.get("seq") or 0) < resume_from_seq], True
+    elif echoed:  # the input was already appended; it goes last as the input, not twice
         recent = recent[:-1]
     first_turn = buf.turns - (1 if echoed else 0) <= 0
     bridges = links_bridges_for(tenant=tenant, session=session, first_message=new_input) if first_turn else []

@@ -15,7 +15,7 @@ from django.core.exceptions import DisallowedHost
 from django.db import close_old_connections
 from django.http import HttpRequest
 
-from assistant.openai_compat import chat_user_resolve
+from assistant.openai_compat import chat_user_name, chat_user_resolve
 from infra.errors import AppError, ValidationFailed
 from infra.exception_handler import error_body
 from tenants.authentication import tenant_from_api_key
@@ -59,7 +59,8 @@ def _authenticate(headers: dict[str, str]) -> Caller:
     if not (headers.get(USER_HEADER) or "").strip():
         raise ValidationFailed("Name the end user with an X-User-Id header (your id for the user).",
                                code="user_required")
-    user = chat_user_resolve(tenant=tenant, body_user=None, header_user=headers.get(USER_HEADER))
+    user = chat_user_resolve(tenant=tenant,
+                             external_id=chat_user_name(body_user=None, header_user=headers.get(USER_HEADER)))
     return Caller(tenant=tenant, user=user)
 
 

@@ -38,12 +38,13 @@ def memories_for_turn(*, tenant, session, query: str, goal: str, token_budget: i
 
 def turn_context(*, tenant, session, new_input: str, budget=None, tools: list[dict] | None = None,
                  system_prompt: str | None = None, include_memories: bool = True,
-                 rewrite_query: bool = True, prompt_apart: bool = False) -> TurnContext:
+                 rewrite_query: bool = True, prompt_apart: bool = False,
+                 resume_from_seq: int | None = None) -> TurnContext:
     """Compose the context for the session's next turn. Redis errors propagate (the API answers 503).
 
     rewrite_query=False skips the LLM query rewrite: a caller whose model can search memories itself (assistant
     mode's recall tool) does not pay one more model round trip before every turn. prompt_apart: see
-    context_compose (the system prompt as a stable first message).
+    context_compose (the system prompt as a stable first message); resume_from_seq: context_compose too.
     """
     plan: ContextBudget = as_budget(budget)
     buf = buffer_get(tenant_id=tenant.pk, user_id=session.user_id, session_id=session.pk,
@@ -59,4 +60,4 @@ def turn_context(*, tenant, session, new_input: str, budget=None, tools: list[di
     profile = profile_select(tenant=tenant, user=session.user) if include_memories else []
     return context_compose(tenant=tenant, session=session, new_input=new_input, budget=plan, tools=tools,
                            system_prompt=system_prompt, buffer=buf, memories=memories, memory_status=status,
-                           prompt_apart=prompt_apart, profile=profile)
+                           prompt_apart=prompt_apart, profile=profile, resume_from_seq=resume_from_seq)

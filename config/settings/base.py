@@ -45,6 +45,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost, so every error page Django or a middleware makes leaves as JSON (infra/error_pages.py).
+    "infra.error_pages.JsonErrorMiddleware",
     "infra.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the docs' Swagger UI, the admin's styles) come from this service in every environment.

@@ -1,8 +1,15 @@
-"""Fixtures for assistant mode: an LLM configured at a fake base URL and answered by a respx-scripted endpoint."""
+"""Fixtures for assistant mode: an LLM configured at a fake base URL and answered by a respx-scripted endpoint, and
+the service itself live (uvicorn in a thread) for real clients."""
 from __future__ import annotations
 
+import socket
+import threading
+import time
+
+import openai
 import pytest
 import respx
+import uvicorn
 
 from .scripted_llm import LLM_BASE_URL, ScriptedLLM
 
@@ -28,3 +35,35 @@ def llm(settings):
         yield scripted
     _clear_llm_client()
     assert not scripted.errors, scripted.errors
+
+
+@pytest.fixture
+def live_asgi(transactional_db):
+    """uvicorn serving the project's ASGI application in a thread of this process, on the test database."""
+    from django.core.asgi import get_asgi_application
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(get_asgi_application(), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+@pytest.fixture
+def server(llm, live_asgi):
+    """The live server with the scripted model; requests to the server itself pass respx through."""
+    llm.router.route(host="127.0.0.1").pass_through()
+    return live_asgi
+
+
+def client_for(base_url: str, tenant, **kwargs) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{base_url}/v1", api_key=tenant.plain_key, max_retries=0, timeout=120, **kwargs)

@@ -26,14 +26,22 @@ def answer(text: str) -> dict:
     return {"content": text, "tool_calls": []}
 
 
+def cut(text: str) -> dict:
+    """An answer the model stopped writing at its max_tokens."""
+    return {"content": text, "tool_calls": [], "finish_reason": "length"}
+
+
+def _finish(reply: dict) -> str:
+    return reply.get("finish_reason") or ("tool_calls" if reply.get("tool_calls") else "stop")
+
+
 def _completion(reply: dict, model: str) -> dict:
     message = {"role": "assistant", "content": reply.get("content")}
     if reply.get("tool_calls"):
         message["tool_calls"] = reply["tool_calls"]
     return {"id": f"chatcmpl-{uuid.uuid4().hex[:8]}", "object": "chat.completion", "created": int(time.time()),
             "model": model,
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": _finish(reply)}],
             "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}}
 
 
@@ -55,7 +63,7 @@ def _chunks(reply: dict, model: str, pieces: int = 6) -> list[dict]:
         out.append(chunk({"tool_calls": [{"index": index, "id": tc["id"], "type": "function",
                                           "function": {"name": tc["function"]["name"], "arguments": args[:half]}}]}))
         out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": args[half:]}}]}))
-    out.append(chunk({}, "tool_calls" if reply.get("tool_calls") else "stop"))
+    out.append(chunk({}, _finish(reply)))
     return out
 
 

@@ -3,55 +3,21 @@ and not, plus the protocol's validation, errors and ownership."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 
 import httpx
 import openai
 import pytest
-import uvicorn
 
 from sessions.models import Message, Session
 from tenants.models import EndUser
 
+from .conftest import client_for
 from .scripted_llm import answer, call, tool_step
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 URL = "/v1/chat/completions"
-
-
-@pytest.fixture
-def live_asgi(transactional_db):
-    """uvicorn serving the project's ASGI application in a thread of this process, on the test database."""
-    from django.core.asgi import get_asgi_application
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(get_asgi_application(), log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
-
-
-@pytest.fixture
-def server(llm, live_asgi):
-    """The live server with the scripted model; requests to the server itself pass respx through."""
-    llm.router.route(host="127.0.0.1").pass_through()
-    return live_asgi
-
-
-def client_for(base_url: str, tenant, **kwargs) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{base_url}/v1", api_key=tenant.plain_key, max_retries=0, timeout=30, **kwargs)
 
 
 def session_messages(session_id) -> list[tuple[str, str]]:
@@ -142,7 +108,8 @@ def test_client_disconnect_stops_generation(server, llm, alice):
     session_id = None
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        session_id = Session.objects.unscoped().filter(tenant=alice, user__external_id="ada-4").values_list("id", flat=True).first()
+        session_id = (Session.objects.unscoped().filter(tenant=alice, user__external_id="ada-4")
+                      .values_list("id", flat=True).first())
         if session_id and Message.objects.unscoped().filter(session_id=session_id, role="assistant").exists():
             break
         time.sleep(0.1)
@@ -335,6 +302,37 @@ def test_revoked_key_is_401(client, alice):
 
     apikey_revoke(tenant=alice, prefix=alice.plain_key.split(".")[0])
     assert_openai_error(post(client, alice, GOOD), 401, "invalid_api_key")
+
+
+@pytest.mark.parametrize("body, headers, status, code", [
+    ({k: v for k, v in GOOD.items() if k != "user"}, {}, 400, "user_required"),
+    (GOOD, {"HTTP_X_USER_ID": "someone-else"}, 400, "invalid_request"),
+    (GOOD, {"HTTP_X_SESSION_ID": "' OR 1=1"}, 400, "invalid_session_id"),
+    (GOOD, {"HTTP_X_SESSION_ID": "8f2c8d39-2a6c-4f0e-9d55-0b8e0c1c7a11"}, 404, "not_found"),
+    ({**GOOD, "stream_options": "x"}, {}, 400, "invalid_request"),
+    ({**GOOD, "stream": True, "stream_options": {"include_usage": "yes"}}, {}, 400, "invalid_request"),
+    ({**GOOD, "tools": [{"type": "function", "function": {"name": "a b"}}]}, {}, 400, "invalid_request"),
+])
+def test_without_an_llm_bad_requests_get_their_4xx_first(client, alice, body, headers, status, code):
+    assert_openai_error(post(client, alice, body, **headers), status, code)
+    assert not EndUser.objects.unscoped().filter(tenant=alice).exists()  # nothing created
+
+
+def test_without_an_llm_another_users_or_a_closed_session_is_refused_first(client, alice, alice_session, alice_user):
+    from sessions.services import session_close
+
+    sid = {"HTTP_X_SESSION_ID": str(alice_session.id)}
+    assert_openai_error(post(client, alice, GOOD, **sid), 404, "not_found")
+    owner = {**GOOD, "user": alice_user.external_id}
+    assert_openai_error(post(client, alice, owner, **sid), 503, "llm_not_configured")
+    session_close(tenant=alice, session_id=alice_session.id)
+    assert_openai_error(post(client, alice, owner, **sid), 409, "session_closed")
+
+
+def test_stream_options_must_be_an_object_with_a_model_too(llm, client, alice):
+    assert_openai_error(post(client, alice, {**GOOD, "stream": True, "stream_options": "x"}), 400, "invalid_request",
+                        param="stream_options")
+    assert llm.requests == []
 
 
 def test_without_an_llm_the_surface_answers_503(client, alice):

@@ -8,9 +8,21 @@ import time
 import httpx
 import pytest
 
-from assistant.react import (ANSWER, CANCELLED, LLM_ERROR, LOOP_DETECTED, MAX_STEPS, TIMEOUT, LoopLimits,
-                             OpenAIChatModel, fit_to_budget, history_problems, history_repair, parse_arguments,
-                             react_run)
+from assistant.react import (
+    ANSWER,
+    CANCELLED,
+    LLM_ERROR,
+    LOOP_DETECTED,
+    MAX_STEPS,
+    TIMEOUT,
+    LoopLimits,
+    OpenAIChatModel,
+    fit_to_budget,
+    history_problems,
+    history_repair,
+    parse_arguments,
+    react_run,
+)
 from infra.errors import ServiceUnavailable
 
 from .scripted_llm import answer, call, tool_step
