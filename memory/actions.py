@@ -546,8 +546,10 @@ def memory_expire(*, tenant: Tenant, actor_type: str, actor_id: str = "", memory
 PENDING_MARK = "consolidation_pending"
 
 
-def memories_fold(*, tenant: Tenant, keeper_id, other_ids: list, actor_id: str, note: str) -> int:
-    """Supersede the others by the keeper, which absorbs their support. Returns how many were folded.
+def memories_fold(*, tenant: Tenant, keeper_id, other_ids: list, actor_id: str, note: str,
+                  actor_type: str = MemoryEvent.Actor.SYSTEM) -> int:
+    """Supersede the others by the keeper, which absorbs their support. Returns how many were folded (the merge
+    job, or a reviewer merging near-duplicates: actor_type says which).
 
     Locks every row and re-checks it is still active: a concurrent run or a user's delete that got there
     first wins, and nothing is applied twice."""
@@ -574,11 +576,11 @@ def memories_fold(*, tenant: Tenant, keeper_id, other_ids: list, actor_id: str, 
         keeper.source_message_ids = sources
         keeper.save(update_fields=["reinforcement_count", "access_count", "confidence", "importance",
                                    "last_accessed_at", "source_message_ids", "updated_at"])
-        memory_history_write(record=keeper, action=MemoryEvent.Action.REINFORCED, actor_type="system",
+        memory_history_write(record=keeper, action=MemoryEvent.Action.REINFORCED, actor_type=actor_type,
                              actor_id=actor_id, before=before, after=memory_snapshot(keeper),
                              note=f"{note}: absorbed {len(others)}")
         for other in others:
-            memory_supersede(old=other, new=keeper, actor_type="system", actor_id=actor_id,
+            memory_supersede(old=other, new=keeper, actor_type=actor_type, actor_id=actor_id,
                              note=f"{note} into {keeper.pk}")
         memory_vectors_enqueue([keeper, *others])
     return len(others)
