@@ -166,4 +166,4 @@ class MemoryReview(MemoryRecord):
     class Meta:
         proxy = True
         verbose_name = "memory awaiting review"
-        verbose_name_plural = "review queue"
+        verbose_name_plural = "memories awaiting review"

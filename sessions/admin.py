@@ -115,8 +115,10 @@ class SessionAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmi
         bridge = getattr(obj, "bridge", None) if obj.pk else None
         if bridge is None:
             return "—"
-        return format_html("<p>{}</p><p><small>{} · {} tokens</small></p>", bridge.text, bridge.method,
-                           bridge.token_count)
+        from context.bridge_support import bridge_support
+
+        return render_to_string("admin/chat_sessions/session/bridge.html", {
+            "bridge": bridge, "sentences": bridge_support(tenant=obj.tenant, session=obj, text=bridge.text)})
 
     @admin.display(description="memories")
     def memories_link(self, obj):

@@ -304,6 +304,12 @@ class TenantAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def end_users_link(self, obj):
         return changelist_link(EndUser, "end users of this tenant", tenant=obj.pk) if obj.pk else "—"
 
+    def get_changeform_initial_data(self, request):
+        from django.conf import settings
+
+        return {"review_inferred": settings.TENANT_REVIEW_INFERRED_DEFAULT,
+                **super().get_changeform_initial_data(request)}
+
     def get_exclude(self, request, obj=None):
         # Who may administer a tenant is a superuser's decision.
         return () if request.user.is_superuser else ("staff_users",)

@@ -16,7 +16,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 'verbose_name': 'memory awaiting review',
-                'verbose_name_plural': 'review queue',
+                'verbose_name_plural': 'memories awaiting review',
                 'proxy': True,
                 'indexes': [],
                 'constraints': [],

@@ -382,3 +382,33 @@ def test_view_site_leads_to_a_page_that_exists(alice, root):
     site = re.search(r'<a href="([^"]+)">View site</a>', page).group(1)
     r = login(root).get(site, follow=True)
     assert r.status_code == 200
+
+
+def test_transcript_marks_bridge_sentences_nothing_in_the_session_supports(alice, dana):
+    from orchestration.messages import messages_record
+    from orchestration.sessions import session_end, session_start
+    from sessions.models import BridgeSummary
+    from sessions.services import NewMessage
+
+    s, _ = session_start(tenant=alice, user=dana)
+    messages_record(tenant=alice, session_id=s.pk, enqueue_extraction=False, items=[
+        NewMessage(role="user", content="I need a flight from Boston to Denver on Friday."),
+        NewMessage(role="assistant", content="I found a Delta flight for $350 with a window seat.")])
+    session_end(tenant=alice, session_id=s.pk, finish=False)
+    BridgeSummary.objects.unscoped().create(tenant=alice, session=s, text=(
+        "Goal: a flight from Boston to Denver on Friday. Decided: the Delta flight for $350 with a window seat."))
+    page = login(staff_for(alice)).get(f"/admin/chat_sessions/session/{s.pk}/change/").content.decode()
+    bridge = page[page.index('class="bridge"'):]
+    bridge = bridge[:bridge.index("</p>")]
+    assert "Goal: a flight from Boston to Denver on Friday.</mark>" not in bridge
+    assert re.search(r"<mark[^>]*>Decided: the Delta flight for \$350 with a window seat.</mark>", bridge)
+
+
+def test_new_tenants_take_the_deployments_review_default(settings):
+    from tenants.services import tenant_create
+
+    settings.TENANT_REVIEW_INFERRED_DEFAULT = True
+    assert tenant_create(name="Held", slug="held").review_inferred is True
+    assert tenant_create(name="Told", slug="told", review_inferred=False).review_inferred is False
+    settings.TENANT_REVIEW_INFERRED_DEFAULT = False
+    assert tenant_create(name="Free", slug="free").review_inferred is False
