@@ -18,6 +18,8 @@ api_v1 = [
 # The admin's "View site" opens the API's documentation: the service has no site of its own at "/".
 admin.site.site_url = "/api/docs/"
 admin.site.site_header = admin.site.site_title = "Continuum admin"
+# A reviewer's lists are wide (text, provenance, user, dates): the app list stays on the index page instead.
+admin.site.enable_nav_sidebar = False
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -15,7 +15,8 @@ from infra import clock
 from infra.errors import AppError
 
 from tenants.admin import (ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin, UserFilter,
-                           UserFilterMediaMixin, admin_link, changelist_link, staff_actor)
+                           UserFilterMediaMixin, admin_link, changelist_link, staff_actor, user_short, when,
+                           wide_text)
 
 from . import actions as memory_actions
 from .models import JobRun, MemoryEvent, MemoryRecord, MemoryStatus, VectorOutbox
@@ -71,12 +72,6 @@ def memory_text_short(text: str, limit: int = 90) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-class ListCss:
-    """Text columns wrap at a readable width, so a list's other columns stay on a 1,400-pixel screen."""
-
-    css = {"all": ("admin/continuum/lists.css",)}
-
-
 # The buttons on a memory's page: POST name -> (service, past tense, the statuses it applies to).
 PAGE_CONTROLS = {
     "_approve": (memory_actions.memory_approve, "approved", (MemoryStatus.PENDING_REVIEW,)),
@@ -92,8 +87,8 @@ PAGE_CONTROLS = {
 @admin.register(MemoryRecord)
 class MemoryRecordAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmin):
     form = MemoryRecordForm
-    list_display = ("short_text", "kind", "status", "said_by", "confidence", "user", "tenant", "created_at",
-                    "expires_at")
+    list_display = ("short_text", "kind", "status", "said_by", "confidence", "user_column", "tenant", "created",
+                    "expires")
     list_filter = (ScopedTenantFilter, UserFilter, "kind", "status", "source_type", ConfidenceFilter, ExpiredFilter)
     search_fields = ("text", "subject", "value", "user__external_id", "user__display_name")
     list_select_related = ("user", "tenant")
@@ -117,12 +112,21 @@ class MemoryRecordAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
                        "updated_at")
     actions = ["approve", "reject", "expire", "delete_memories", "restore"]
 
-    class Media(ListCss):
-        pass
-
-    @admin.display(description="text")
+    @admin.display(description="text", ordering="text")
     def short_text(self, obj):
-        return memory_text_short(obj.text)
+        return wide_text(memory_text_short(obj.text, 160))
+
+    @admin.display(description="user", ordering="user__display_name")
+    def user_column(self, obj):
+        return user_short(obj.user)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj):
+        return when(obj.created_at)
+
+    @admin.display(description="expires", ordering="expires_at")
+    def expires(self, obj):
+        return when(obj.expires_at)
 
     @admin.display(description="said by", ordering="source_type")
     def said_by(self, obj):
@@ -202,7 +206,9 @@ class MemoryRecordAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
 
     @admin.display(description="superseded by")
     def superseded_by_link(self, obj):
-        return admin_link(obj.superseded_by, memory_text_short(obj.superseded_by.text, 80)) if obj.superseded_by_id else "—"
+        if not obj.superseded_by_id:
+            return "—"
+        return admin_link(obj.superseded_by, memory_text_short(obj.superseded_by.text, 80))
 
     @admin.display(description="supersedes")
     def superseded_list(self, obj):
@@ -264,7 +270,7 @@ class MemoryRecordAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
 class MemoryEventAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdmin):
     """Every change, including tombstones of forgotten memories (whose record is gone)."""
 
-    list_display = ("created_at", "action", "memory_link", "what_happened", "actor", "user", "tenant")
+    list_display = ("at", "action", "memory_link", "what_happened", "actor", "user_column", "tenant")
     list_filter = (ScopedTenantFilter, UserFilter, "action", "actor_type")
     search_fields = ("=memory_uuid", "actor_id", "note", "memory__text")
     list_select_related = ("tenant", "user", "memory")
@@ -272,19 +278,24 @@ class MemoryEventAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdm
     fields = readonly_fields = ("created_at", "action", "memory_link", "what_happened", "actor", "user", "tenant",
                                 "note", "before_after")
 
-    class Media(ListCss):
-        pass
+    @admin.display(description="at", ordering="created_at")
+    def at(self, obj):
+        return when(obj.created_at)
+
+    @admin.display(description="user", ordering="user__display_name")
+    def user_column(self, obj):
+        return user_short(obj.user)
 
     @admin.display(description="memory", ordering="memory__text")
     def memory_link(self, obj):
         if obj.memory_id is None:
             return format_html("<em>gone</em> ({})", str(obj.memory_uuid)[:8])
-        return admin_link(obj.memory, memory_text_short(obj.memory.text, 80))
+        return wide_text(admin_link(obj.memory, memory_text_short(obj.memory.text, 80)), "14em")
 
     @admin.display(description="what happened")
     def what_happened(self, obj):
         sentence = event_sentence(obj, source_type=obj.memory.source_type if obj.memory_id else "")
-        return sentence if len(sentence) <= 140 else sentence[:139] + "…"
+        return wide_text(sentence if len(sentence) <= 140 else sentence[:139] + "…", "14em")
 
     @admin.display(description="by", ordering="actor_type")
     def actor(self, obj):

@@ -12,11 +12,11 @@ from django.utils.html import format_html
 
 from infra.errors import AppError
 from tenants.admin import (ScopedTenantFilter, TenantScopedAdminMixin, UserFilter, UserFilterMediaMixin,
-                           admin_link, admin_tenants, staff_actor)
+                           admin_link, admin_tenants, staff_actor, user_short, when, wide_text)
 from tenants.models import EndUser, Tenant
 
 from . import actions as memory_actions
-from .admin import ConfidenceFilter, ListCss, memory_text_short
+from .admin import ConfidenceFilter, memory_text_short
 from .models import MemoryEvent, MemoryRecord, MemoryReview
 from .overview import said_by
 from .review import near_duplicate_pairs, review_pending
@@ -42,7 +42,7 @@ class MemoryReviewAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
     """Memories held for review, the longest waiting first. Which are held is the tenant's setting
     (Tenant.review_inferred: inferred memories)."""
 
-    list_display = ("memory", "kind", "said_by", "confidence", "subject_value", "quote", "user", "created_at")
+    list_display = ("memory", "kind", "said_by", "confidence", "subject_value", "quote", "user_column", "created")
     list_display_links = None
     list_filter = (ScopedTenantFilter, UserFilter, "kind", ConfidenceFilter)
     search_fields = ("text", "subject", "value", "user__external_id", "user__display_name")
@@ -51,9 +51,6 @@ class MemoryReviewAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
     actions = ["approve", "reject"]
     change_list_template = "admin/memory/memoryreview/change_list.html"
 
-    class Media(ListCss):
-        pass
-
     def get_queryset(self, request):
         return review_pending(queryset=super().get_queryset(request))
 
@@ -61,7 +58,15 @@ class MemoryReviewAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
     def memory(self, obj):
         # The memory's own page holds the edit box and the approve / reject buttons.
         url = reverse("admin:memory_memoryrecord_change", args=[obj.pk])
-        return format_html('<a href="{}">{}</a>', url, memory_text_short(obj.text))
+        return wide_text(format_html('<a href="{}">{}</a>', url, memory_text_short(obj.text, 160)), "16em")
+
+    @admin.display(description="user", ordering="user__display_name")
+    def user_column(self, obj):
+        return user_short(obj.user)
+
+    @admin.display(description="held since", ordering="created_at")
+    def created(self, obj):
+        return when(obj.created_at)
 
     @admin.display(description="said by", ordering="source_type")
     def said_by(self, obj):
@@ -76,7 +81,7 @@ class MemoryReviewAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
         if not obj.source_message_id:
             return "—"
         content = obj.source_message.content
-        return format_html("“{}”", content if len(content) <= 120 else content[:119] + "…")
+        return wide_text(format_html("“{}”", content if len(content) <= 120 else content[:119] + "…"), "14em")
 
     def has_add_permission(self, request):
         return False

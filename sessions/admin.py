@@ -9,7 +9,7 @@ from django.template.loader import render_to_string
 from django.utils.html import format_html
 
 from tenants.admin import (ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
-                           UserFilterMediaMixin, admin_link, changelist_link, user_filter)
+                           UserFilterMediaMixin, admin_link, changelist_link, user_filter, wide_text)
 
 from .models import ImportJob, Message, Session, SessionLink, SummaryAnchor
 
@@ -176,7 +176,7 @@ class MessageAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdmin):
             names = ", ".join(str((c.get("function") or {}).get("name")) for c in obj.tool_calls
                               if isinstance(c, dict))
             return f"(called {names})"
-        return obj.content if len(obj.content) <= 100 else obj.content[:99] + "…"
+        return wide_text(obj.content if len(obj.content) <= 100 else obj.content[:99] + "…")
 
     @admin.display(description="tool calls")
     def calls(self, obj):

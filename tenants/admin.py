@@ -235,6 +235,26 @@ def admin_link(obj, label=None) -> str:
     return format_html('<a href="{}">{}</a>', url, label if label is not None else str(obj))
 
 
+def wide_text(text: str, width: str = "20em") -> str:
+    """A list cell that wraps at a readable width (a table ignores a cell's own min-width; a block inside it does
+    not), so the other columns keep their room on a 1,400-pixel screen."""
+    return format_html('<div style="min-width:{};max-width:36em;white-space:normal">{}</div>', width, text)
+
+
+def user_short(user) -> str:
+    """A user's label in a list column: one line, cut with an ellipsis where the column ends."""
+    if user is None:
+        return "—"
+    return format_html('<span title="{}" style="display:inline-block;max-width:13em;overflow:hidden;'
+                       'text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom">{}</span>',
+                       user.external_id, str(user))
+
+
+def when(value) -> str:
+    """A list column's date: short and on one line."""
+    return format_html('<span style="white-space:nowrap">{}</span>', f"{value:%d %b %Y %H:%M}") if value else "—"
+
+
 def changelist_link(model, label: str, **filters) -> str:
     url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
     query = "&".join(f"{k}={v}" for k, v in filters.items())

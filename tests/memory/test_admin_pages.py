@@ -36,7 +36,10 @@ def world(tenant, user, n: int) -> dict:
     from orchestration.sessions import session_end, session_start
     from sessions.models import BridgeSummary
     from sessions.services import NewMessage
+    from tenants.services import end_user_create
 
+    for i in range(n):
+        end_user_create(tenant=tenant, external_id=f"{user.external_id}-neighbour-{i}")
     tenant.review_inferred = True
     tenant.save(update_fields=["review_inferred"])
     sessions = []
@@ -90,18 +93,20 @@ def _queries(client, url) -> tuple[int, str]:
     return len(ctx.captured_queries), r.content.decode()
 
 
-def _pages(alice, user, w) -> dict[str, str]:
+def _pages(tenant, user, w) -> dict[str, str]:
+    """Each list narrowed to this tenant or user: the two worlds share the database."""
     memory = w["memories"][-1]
     event = MemoryEvent.objects.unscoped().filter(memory_uuid=memory.pk).first()
     return {
-        "user list": "/admin/tenants/enduser/",
+        "user list": f"/admin/tenants/enduser/?tenant={tenant.pk}",
         "user page": f"/admin/tenants/enduser/{user.pk}/change/",
         "memories of the user": f"{MEMORIES}?user__id__exact={user.pk}",
         "memory page": f"{MEMORIES}{memory.pk}/change/",
         "memory history": f"{MEMORIES}{memory.pk}/history/",
-        "review queue": QUEUE,
+        "review queue": f"{QUEUE}?tenant={tenant.pk}",
         "review queue of the user": f"{QUEUE}?user__id__exact={user.pk}",
-        "events": "/admin/memory/memoryevent/",
+        "near-duplicates": f"{QUEUE}duplicates/{user.pk}/",
+        "events": f"/admin/memory/memoryevent/?user__id__exact={user.pk}",
         "event page": f"/admin/memory/memoryevent/{event.pk}/change/",
         "sessions": f"/admin/chat_sessions/session/?user__id__exact={user.pk}",
         "session transcript": f"/admin/chat_sessions/session/{w['session'].pk}/change/",
@@ -348,7 +353,7 @@ def test_events_list_shows_the_memory_text_linked_and_no_object_captions(alice, 
     assert str(event).startswith("updated · Lives in Antwerp.")
 
 
-# --- 4. transcripts ----------------------------------------------------------------------------------------------------
+# --- 4. transcripts --------------------------------------------------------------------------------------------------
 
 def test_transcript_shows_calls_in_words_results_summarised_and_memories_per_message(alice, dana):
     w = world(alice, dana, 2)
