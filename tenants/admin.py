@@ -235,7 +235,7 @@ def admin_link(obj, label=None) -> str:
     return format_html('<a href="{}">{}</a>', url, label if label is not None else str(obj))
 
 
-def wide_text(text: str, width: str = "20em") -> str:
+def wide_text(text: str, width: str = "18em") -> str:
     """A list cell that wraps at a readable width (a table ignores a cell's own min-width; a block inside it does
     not), so the other columns keep their room on a 1,400-pixel screen."""
     return format_html('<div style="min-width:{};max-width:36em;white-space:normal">{}</div>', width, text)
@@ -245,14 +245,17 @@ def user_short(user) -> str:
     """A user's label in a list column: one line, cut with an ellipsis where the column ends."""
     if user is None:
         return "—"
-    return format_html('<span title="{}" style="display:inline-block;max-width:13em;overflow:hidden;'
+    return format_html('<span title="{}" style="display:inline-block;max-width:10em;overflow:hidden;'
                        'text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom">{}</span>',
                        user.external_id, str(user))
 
 
 def when(value) -> str:
     """A list column's date: short and on one line."""
-    return format_html('<span style="white-space:nowrap">{}</span>', f"{value:%d %b %Y %H:%M}") if value else "—"
+    if not value:
+        return "—"
+    return format_html('<span title="{}" style="white-space:nowrap">{}</span>', f"{value:%d %b %Y %H:%M %Z}",
+                       f"{value:%Y-%m-%d}")
 
 
 def changelist_link(model, label: str, **filters) -> str:
