@@ -21,7 +21,7 @@ from tenants.admin import (ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminM
 from . import actions as memory_actions
 from .models import JobRun, MemoryEvent, MemoryRecord, MemoryStatus, VectorOutbox
 from .overview import said_by
-from .timeline import actor_words, event_sentence, memory_timeline
+from .timeline import actor_words, event_other_id, event_sentence, memory_timeline
 
 
 class ConfidenceFilter(admin.SimpleListFilter):
@@ -295,7 +295,12 @@ class MemoryEventAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdm
     @admin.display(description="what happened")
     def what_happened(self, obj):
         sentence = event_sentence(obj, source_type=obj.memory.source_type if obj.memory_id else "")
-        return wide_text(sentence if len(sentence) <= 140 else sentence[:139] + "…", "14em")
+        sentence = sentence if len(sentence) <= 140 else sentence[:139] + "…"
+        other = event_other_id(obj)
+        if other:  # linked by id: reading each other memory's text here would cost a query per row
+            url = reverse("admin:memory_memoryrecord_change", args=[other])
+            return wide_text(format_html('{} → <a href="{}">memory {}</a>', sentence, url, other[:8]), "14em")
+        return wide_text(sentence, "14em")
 
     @admin.display(description="by", ordering="actor_type")
     def actor(self, obj):

@@ -53,7 +53,8 @@ def actor_words(event: MemoryEvent) -> str:
     return f"by the system ({event.actor_id})" if event.actor_id else "by the system"
 
 
-def _other_id(event: MemoryEvent) -> str | None:
+def event_other_id(event: MemoryEvent) -> str | None:
+    """The id of the memory an event points to: what superseded it, what it was merged into, what it replaces."""
     after = event.after if isinstance(event.after, dict) else {}
     if event.action == Action.SUPERSEDED and after.get("superseded_by"):
         return str(after["superseded_by"])
@@ -132,7 +133,7 @@ def events_in_words(*, tenant: Tenant, events: list[MemoryEvent], source_type: s
     """Entries for these events; the memories they point to are read in one query."""
     other_ids = {}
     for e in events:
-        other = _other_id(e)
+        other = event_other_id(e)
         if other:
             try:
                 other_ids[e.pk] = str(uuid.UUID(other))

@@ -337,6 +337,9 @@ def test_reinforced_and_superseded_read_as_such(alice, dana):
     assert "Reinforced: said again" in page and "confidence 0.80 → 0.84" in page
     assert re.search(rf'Superseded by →\s*<a href="{MEMORIES}{b.pk}/change/">“Dana&#x27;s destination is Newark.”',
                      page)
+    events = login(staff_for(alice, username="other")).get(
+        f"/admin/memory/memoryevent/?user__id__exact={dana.pk}").content.decode()
+    assert f'Superseded by → <a href="{MEMORIES}{b.pk}/change/">memory {str(b.pk)[:8]}</a>' in events
 
 
 def test_events_list_shows_the_memory_text_linked_and_no_object_captions(alice, dana):
