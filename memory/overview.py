@@ -6,6 +6,7 @@ memories as for one with ten thousand.
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -117,3 +118,39 @@ def memories_from_messages(*, tenant: Tenant, user: EndUser, message_ids: list, 
         for mid in sources & wanted:
             drawn[mid].append(record)
     return dict(drawn)
+
+
+@dataclass(frozen=True)
+class StaleMention:
+    """A goal that still names a value the user has since replaced ("NYC", now "Newark")."""
+
+    old_value: str
+    new_value: str
+    new_memory_id: str
+
+
+def goals_stale_mentions(*, tenant: Tenant, user: EndUser, goals: list[MemoryRecord],
+                         limit: int = 200) -> dict[str, list[StaleMention]]:
+    """goal id -> the replaced values its text still names. A goal is written from what was said when it was set,
+    and supersede replaces the fact, not the goal's words; the reviewer sees the conflict here. One query."""
+    if not goals:
+        return {}
+    replaced = (MemoryRecord.objects.for_tenant(tenant)
+                .filter(user=user, status=MemoryStatus.SUPERSEDED, superseded_by__status=MemoryStatus.ACTIVE)
+                .exclude(value="").exclude(subject="").select_related("superseded_by")
+                .order_by("-status_changed_at", "id")[:limit])
+    found: dict[str, list[StaleMention]] = defaultdict(list)
+    for old in replaced:
+        new = old.superseded_by
+        if not new.value or _norm_words(new.value) == _norm_words(old.value):
+            continue
+        pattern = re.compile(rf"(?<!\w){re.escape(old.value.strip())}(?!\w)", re.IGNORECASE)
+        for goal in goals:
+            mention = StaleMention(old.value.strip(), new.value.strip(), str(new.pk))
+            if pattern.search(goal.text) and mention not in found[str(goal.pk)]:
+                found[str(goal.pk)].append(mention)
+    return dict(found)
+
+
+def _norm_words(text: str) -> str:
+    return " ".join((text or "").lower().split())

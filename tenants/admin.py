@@ -473,7 +473,7 @@ class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def overview(self, user) -> dict:
         """What is known about the user, each part one bounded query (the page's cost does not grow with them)."""
         from memory.models import MemoryKind, MemoryStatus, SourceType
-        from memory.overview import goals_open, memories_by_subject, memory_counts, said_by
+        from memory.overview import goals_open, goals_stale_mentions, memories_by_subject, memory_counts, said_by
         from memory.profile import profile_select
         from sessions.selectors import session_list
 
@@ -487,6 +487,7 @@ class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
         profile = profile_select(tenant=tenant, user=user, limit=30)
         groups = memories_by_subject(tenant=tenant, user=user)
+        goals = goals_open(tenant=tenant, user=user)
         for group in groups:
             for m in group.memories:
                 m.said_by_label = said_by(m.source_type)
@@ -503,7 +504,8 @@ class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             "total": counts.total,
             "profile": [{"entry": e, "said_by": said_by(e.source_type)} for e in profile],
             "groups": groups,
-            "goals": goals_open(tenant=tenant, user=user),
+            "goals": goals,
+            "stale": goals_stale_mentions(tenant=tenant, user=user, goals=goals),
             "sessions": list(session_list(tenant=tenant, user=user).select_related("bridge")
                              .order_by("-opened_at", "id")[:self.RECENT_SESSIONS]),
             "sessions_link": changelist_link(_session_model(), "all sessions", user__id__exact=user.pk),

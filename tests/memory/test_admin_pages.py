@@ -157,6 +157,18 @@ def test_user_page_shows_profile_subjects_goals_sessions_and_linked_counts(alice
     assert "3 memories awaiting review" in page
 
 
+def test_user_page_flags_a_goal_that_names_a_replaced_value(alice, dana):
+    goal = memory_create(tenant=alice, user=dana, kind="goal", text="Dana needs a flight from SFO to NYC on Tuesday.")
+    memory_remember(tenant=alice, user=dana, kind="fact", text="Dana's destination is NYC.", subject="destination",
+                    value="NYC")
+    newark, _ = memory_remember(tenant=alice, user=dana, kind="fact", text="Dana's destination is Newark.",
+                                subject="destination", value="Newark")
+    page = login(staff_for(alice)).get(f"/admin/tenants/enduser/{dana.pk}/change/").content.decode()
+    goals = html.unescape(page[page.index("Open goals"):page.index("Recent sessions")])
+    assert goal.text in goals
+    assert f'still says “NYC”, since replaced by <a href="{MEMORIES}{newark.pk}/change/">“Newark”</a>' in goals
+
+
 def test_user_labels_are_short(alice, dana):
     assert str(dana) == "Dana (traveller-with-a-very-l…)"
     memory_create(tenant=alice, user=dana, kind="fact", text="Lives in Ghent.")
