@@ -87,8 +87,8 @@ PAGE_CONTROLS = {
 @admin.register(MemoryRecord)
 class MemoryRecordAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmin):
     form = MemoryRecordForm
-    list_display = ("short_text", "kind", "status", "said_by", "confidence", "user_column", "tenant", "created",
-                    "expires")
+    # The tenant is a filter here, not a column: with it the dates fell off a 1,400-pixel screen.
+    list_display = ("short_text", "kind", "status", "said_by", "confidence", "user_column", "created", "expires")
     list_filter = (ScopedTenantFilter, UserFilter, "kind", "status", "source_type", ConfidenceFilter, ExpiredFilter)
     search_fields = ("text", "subject", "value", "user__external_id", "user__display_name")
     list_select_related = ("user", "tenant")
