@@ -33,6 +33,7 @@ from django.db import transaction
 from infra import clock
 from infra.embedder import embed_soon
 from infra.errors import ServiceUnavailable
+from infra.task_queue import task_enqueue
 from infra.tokens import count_tokens
 
 from .extraction.classify import informative_text
@@ -387,11 +388,10 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
 
 def _access_record_later(*, tenant_id: str, memory_ids: list[str], at: datetime) -> None:
     """Access counts are bookkeeping: a task after commit, never a write on the request path."""
-    from .tasks import memory_access_record_task
-
     def enqueue():
         try:
-            memory_access_record_task.delay(tenant_id, memory_ids, at.astimezone(timezone.utc).isoformat())
+            task_enqueue("memory.tasks.memory_access_record_task", tenant_id, memory_ids,
+                         at.astimezone(timezone.utc).isoformat())
         except Exception as exc:  # a broker hiccup loses a counter increment, never the answer
             log.warning("access counts not recorded: %s", exc)
 
