@@ -15,6 +15,12 @@ api_v1 = [
     path("", include("webhooks.urls")),
 ]
 
+# The admin's "View site" opens the API's documentation: the service has no site of its own at "/".
+admin.site.site_url = "/api/docs/"
+admin.site.site_header = admin.site.site_title = "Continuum admin"
+# A reviewer's lists are wide (text, provenance, user, dates): the app list stays on the index page instead.
+admin.site.enable_nav_sidebar = False
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include(api_v1)),

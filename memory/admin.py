@@ -1,20 +1,27 @@
-"""Admin for memory review: filters, provenance links, read-only history, and actions that go through
-memory.actions, so every staff change is in the history with the staff actor and reaches Qdrant."""
+"""Admin for memory review: filters, provenance links, a timeline in words, and buttons and actions that go through
+memory.actions, so every staff change is in the history with the staff actor and reaches Qdrant. The review queue
+and the near-duplicates page are in admin_review.py."""
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Q
+from django.http import HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
 
 from infra import clock
 from infra.errors import AppError
-from tenants.admin import (ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
-                           admin_link, staff_actor)
+
+from tenants.admin import (ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin, UserFilter,
+                           UserFilterMediaMixin, admin_link, changelist_link, staff_actor, user_short, when,
+                           wide_text)
 
 from . import actions as memory_actions
 from .models import JobRun, MemoryEvent, MemoryRecord, MemoryStatus, VectorOutbox
+from .overview import said_by
+from .timeline import actor_words, event_other_id, event_sentence, memory_timeline
 
 
 class ConfidenceFilter(admin.SimpleListFilter):
@@ -61,54 +68,116 @@ class MemoryRecordForm(forms.ModelForm):
             raise forms.ValidationError(exc.message)
 
 
-class MemoryEventInline(ParentScopedInlineMixin, admin.TabularInline):
-    model = MemoryEvent
-    fk_name = "memory"
-    verbose_name_plural = "history"
-    fields = readonly_fields = ("created_at", "action", "actor_type", "actor_id", "note", "before", "after")
-    extra = 0
-    can_delete = False
-    ordering = ("created_at", "id")
+def memory_text_short(text: str, limit: int = 90) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
-    def has_add_permission(self, request, obj=None):
-        return False
 
-    def has_change_permission(self, request, obj=None):
-        return False
+# The buttons on a memory's page: POST name -> (service, past tense, the statuses it applies to).
+PAGE_CONTROLS = {
+    "_approve": (memory_actions.memory_approve, "approved", (MemoryStatus.PENDING_REVIEW,)),
+    "_reject": (memory_actions.memory_reject, "rejected", (MemoryStatus.PENDING_REVIEW,)),
+    "_expire": (memory_actions.memory_expire, "expired", (MemoryStatus.ACTIVE, MemoryStatus.PENDING_REVIEW)),
+    "_delete_memory": (memory_actions.memory_delete, "deleted",
+                       (MemoryStatus.ACTIVE, MemoryStatus.PENDING_REVIEW, MemoryStatus.SUPERSEDED,
+                        MemoryStatus.EXPIRED)),
+    "_restore": (memory_actions.memory_restore, "restored", (MemoryStatus.DELETED, MemoryStatus.EXPIRED)),
+}
 
 
 @admin.register(MemoryRecord)
-class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+class MemoryRecordAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmin):
     form = MemoryRecordForm
-    list_display = ("short_text", "kind", "status", "source_type", "confidence", "user", "tenant", "created_at",
-                    "expires_at")
-    list_filter = (ScopedTenantFilter, "kind", "status", "source_type", ConfidenceFilter, ExpiredFilter)
-    search_fields = ("text", "subject", "value", "user__external_id")
+    # The tenant is a filter here, not a column: with it the dates fell off a 1,400-pixel screen.
+    list_display = ("short_text", "kind", "status", "said_by", "confidence", "user_column", "created", "expires")
+    list_filter = (ScopedTenantFilter, UserFilter, "kind", "status", "source_type", ConfidenceFilter, ExpiredFilter)
+    search_fields = ("text", "subject", "value", "user__external_id", "user__display_name")
     list_select_related = ("user", "tenant")
+    list_per_page = 50
     date_hierarchy = "created_at"
+    change_form_template = "admin/memory/memoryrecord/change_form.html"
+    object_history_template = "admin/memory/memoryrecord/object_history.html"
     fieldsets = (
-        (None, {"fields": ("text", "kind", "status", "tenant", "user_link", "subject", "value")}),
+        (None, {"fields": ("text", "kind", "status", "said_by", "tenant", "user_link", "subject", "value")}),
+        ("Timeline", {"fields": ("timeline",)}),
         ("Provenance", {"fields": ("source_type", "provenance", "source_messages", "extractor",
                                    "extractor_version", "created_at")}),
         ("Lifecycle", {"fields": ("learned_at", "confidence", "importance", "expires_at", "last_accessed_at",
                                   "access_count", "reinforcement_count", "status_changed_at", "superseded_by_link",
                                   "superseded_list", "updated_at")}),
     )
-    readonly_fields = ("kind", "status", "tenant", "user_link", "subject", "value", "source_type", "provenance",
-                       "source_messages", "extractor", "extractor_version", "created_at", "learned_at",
-                       "confidence", "importance", "expires_at", "last_accessed_at", "access_count",
-                       "reinforcement_count", "status_changed_at", "superseded_by_link", "superseded_list",
-                       "updated_at")
-    inlines = [MemoryEventInline]
+    readonly_fields = ("kind", "status", "said_by", "tenant", "user_link", "subject", "value", "timeline",
+                       "source_type", "provenance", "source_messages", "extractor", "extractor_version",
+                       "created_at", "learned_at", "confidence", "importance", "expires_at", "last_accessed_at",
+                       "access_count", "reinforcement_count", "status_changed_at", "superseded_by_link",
+                       "superseded_list", "updated_at")
     actions = ["approve", "reject", "expire", "delete_memories", "restore"]
 
-    @admin.display(description="text")
+    @admin.display(description="text", ordering="text")
     def short_text(self, obj):
-        return obj.text if len(obj.text) <= 90 else obj.text[:89] + "…"
+        return wide_text(memory_text_short(obj.text, 160))
+
+    @admin.display(description="user", ordering="user__display_name")
+    def user_column(self, obj):
+        return user_short(obj.user)
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, obj):
+        return when(obj.created_at)
+
+    @admin.display(description="expires", ordering="expires_at")
+    def expires(self, obj):
+        return when(obj.expires_at)
+
+    @admin.display(description="said by", ordering="source_type")
+    def said_by(self, obj):
+        return said_by(obj.source_type)
 
     @admin.display(description="user")
     def user_link(self, obj):
-        return admin_link(obj.user, obj.user.display_name or obj.user.external_id)
+        return admin_link(obj.user, str(obj.user))
+
+    @admin.display(description="what happened to it")
+    def timeline(self, obj):
+        if not obj.pk:
+            return "—"
+        return render_to_string("admin/memory/memoryrecord/timeline.html", self.timeline_context(obj))
+
+    def timeline_context(self, obj) -> dict:
+        source = obj.source_message if obj.source_message_id else None
+        return {"memory": obj, "entries": memory_timeline(tenant=obj.tenant, memory=obj), "source": source,
+                "events_link": changelist_link(MemoryEvent, "the raw events", memory_uuid=obj.pk)}
+
+    def history_view(self, request, object_id, extra_context=None):
+        """Django's HISTORY button: the memory's own timeline (staff edits included), not the admin log."""
+        obj = self.get_object(request, object_id)
+        context = dict(extra_context or {})
+        if obj is not None:
+            context.update(self.timeline_context(obj))
+        return super().history_view(request, object_id, context)
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None:
+            context["controls"] = [(name, label) for name, label in (
+                ("_approve", "Approve"), ("_reject", "Reject"), ("_expire", "Expire now"),
+                ("_delete_memory", "Delete"), ("_restore", "Restore")) if obj.status in PAGE_CONTROLS[name][2]]
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    def response_change(self, request, obj):
+        """A control button: the text edit (if any) was saved first, through memory_update_text; then the
+        button's own service, with the staff actor in the memory's history."""
+        name = next((n for n in PAGE_CONTROLS if n in request.POST), None)
+        if name is None:
+            return super().response_change(request, obj)
+        control, verb, _ = PAGE_CONTROLS[name]
+        try:
+            control(tenant=obj.tenant, memory=obj, actor_type=MemoryEvent.Actor.STAFF, actor_id=staff_actor(request))
+            self.message_user(request, f"Memory {verb}: {memory_text_short(obj.text, 80)}", messages.SUCCESS)
+        except AppError as exc:
+            self.message_user(request, f"Not {verb}: {exc.message}", messages.WARNING)
+        if name in ("_approve", "_reject"):
+            # The reviewer goes on with the queue.
+            return HttpResponseRedirect(reverse("admin:memory_memoryreview_changelist"))
+        return HttpResponseRedirect(request.path)
 
     @admin.display(description="source")
     def provenance(self, obj):
@@ -137,7 +206,9 @@ class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="superseded by")
     def superseded_by_link(self, obj):
-        return admin_link(obj.superseded_by, obj.superseded_by.text[:80]) if obj.superseded_by_id else "—"
+        if not obj.superseded_by_id:
+            return "—"
+        return admin_link(obj.superseded_by, memory_text_short(obj.superseded_by.text, 80))
 
     @admin.display(description="supersedes")
     def superseded_list(self, obj):
@@ -196,13 +267,52 @@ class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(MemoryEvent)
-class MemoryEventAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
+class MemoryEventAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdmin):
     """Every change, including tombstones of forgotten memories (whose record is gone)."""
 
-    list_display = ("created_at", "action", "memory_uuid", "actor_type", "actor_id", "note", "tenant")
-    list_filter = (ScopedTenantFilter, "action", "actor_type")
-    search_fields = ("memory_uuid", "actor_id", "note")
-    list_select_related = ("tenant",)
+    list_display = ("at", "action", "memory_link", "what_happened", "actor", "user_column", "tenant")
+    list_filter = (ScopedTenantFilter, UserFilter, "action", "actor_type")
+    search_fields = ("=memory_uuid", "actor_id", "note", "memory__text")
+    list_select_related = ("tenant", "user", "memory")
+    list_per_page = 100
+    fields = readonly_fields = ("created_at", "action", "memory_link", "what_happened", "actor", "user", "tenant",
+                                "note", "before_after")
+
+    @admin.display(description="at", ordering="created_at")
+    def at(self, obj):
+        return when(obj.created_at)
+
+    @admin.display(description="user", ordering="user__display_name")
+    def user_column(self, obj):
+        return user_short(obj.user)
+
+    @admin.display(description="memory", ordering="memory__text")
+    def memory_link(self, obj):
+        if obj.memory_id is None:
+            return format_html("<em>gone</em> ({})", str(obj.memory_uuid)[:8])
+        return wide_text(admin_link(obj.memory, memory_text_short(obj.memory.text, 80)), "14em")
+
+    @admin.display(description="what happened")
+    def what_happened(self, obj):
+        sentence = event_sentence(obj, source_type=obj.memory.source_type if obj.memory_id else "")
+        sentence = sentence if len(sentence) <= 140 else sentence[:139] + "…"
+        other = event_other_id(obj)
+        if other:  # linked by id: reading each other memory's text here would cost a query per row
+            url = reverse("admin:memory_memoryrecord_change", args=[other])
+            return wide_text(format_html('{} → <a href="{}">memory {}</a>', sentence, url, other[:8]), "14em")
+        return wide_text(sentence, "14em")
+
+    @admin.display(description="by", ordering="actor_type")
+    def actor(self, obj):
+        return actor_words(obj)
+
+    @admin.display(description="before → after")
+    def before_after(self, obj):
+        import json
+
+        return format_html("<pre style='white-space:pre-wrap'>{}</pre><pre style='white-space:pre-wrap'>{}</pre>",
+                           json.dumps(obj.before, indent=1, ensure_ascii=False),
+                           json.dumps(obj.after, indent=1, ensure_ascii=False))
 
 
 @admin.register(JobRun)
@@ -233,3 +343,6 @@ class VectorOutboxAdmin(ReadOnlyAdmin):
 
     def has_view_permission(self, request, obj=None):
         return request.user.is_superuser
+
+
+from . import admin_review  # noqa: E402,F401  (registers the review queue beside the records)

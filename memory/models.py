@@ -117,6 +117,11 @@ class MemoryEvent(models.Model):
     class Meta:
         ordering = ["created_at", "id"]
 
+    def __str__(self):
+        what = self.memory.text if self.memory_id is not None and self.memory else str(self.memory_uuid)[:8]
+        what = what if len(what) <= 60 else what[:59] + "…"
+        return f"{self.action} · {what} · {self.created_at:%Y-%m-%d %H:%M}"
+
 
 class VectorOutbox(models.Model):
     """Pending vector writes: recorded in the same transaction as the row, applied to Qdrant after commit."""
@@ -156,3 +161,13 @@ class JobRun(models.Model):
 
     class Meta:
         ordering = ["-started_at"]
+
+
+class MemoryReview(MemoryRecord):
+    """The review queue: the same rows as MemoryRecord, listed apart for the reviewer (the admin shows those held
+    for review). A proxy: no table of its own."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "memory awaiting review"
+        verbose_name_plural = "memories awaiting review"

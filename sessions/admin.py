@@ -1,16 +1,52 @@
-"""Admin for sessions: transcript, summary anchors, bridge summary and links, read-only and tenant-scoped."""
+"""Admin for sessions: transcript (tool calls in words, the memories drawn from each message), summary anchors,
+bridge summary and links, read-only and tenant-scoped."""
 from __future__ import annotations
 
+import json
+
 from django.contrib import admin, messages
-from django.utils.html import format_html, format_html_join
+from django.template.loader import render_to_string
+from django.utils.html import format_html
 
 from tenants.admin import (ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
-                           admin_link, changelist_link)
+                           UserFilterMediaMixin, admin_link, changelist_link, user_filter, wide_text)
 
 from .models import ImportJob, Message, Session, SessionLink, SummaryAnchor
 
 # The transcript shown on a session's page; longer sessions show their first turns and a count.
 TRANSCRIPT_LIMIT = 500
+SessionUserFilter = user_filter("user", ("chat_sessions", "session", "user"))
+MessageUserFilter = user_filter("session__user", ("chat_sessions", "session", "user"))
+
+
+def _arguments_render(arguments, limit: int = 60) -> str:
+    """recall(query="aisle seats", k=3): each value cut to `limit` characters."""
+    if not isinstance(arguments, dict):
+        text = str(arguments)
+        return text if len(text) <= limit else text[:limit - 1] + "…"
+    parts = []
+    for key, value in arguments.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = text if len(text) <= limit else text[:limit - 1] + "…"
+        parts.append(f'{key}="{text}"' if isinstance(value, str) else f"{key}={text}")
+    return ", ".join(parts)
+
+
+def _result_render(call) -> str:
+    """What a call returned, in a few words: "4 memories", "stored (inferred): …", "error: …"."""
+    from assistant.tools import outcome_summary
+
+    if not call.answered:
+        return "no answer recorded"
+    result = call.result
+    if not isinstance(result, dict):  # cut to the observation budget, or not JSON: its first words
+        text = str(result or "")
+        return text if len(text) <= 160 else text[:159] + "…"
+    if call.name == "recall" and not result.get("error"):
+        n = len(result.get("memories") or [])
+        return f"{n} memor{'y' if n == 1 else 'ies'}"
+    summary = outcome_summary(call.name, result)
+    return summary if len(summary) <= 160 else summary[:159] + "…"
 
 
 class ReadOnlyInline(ParentScopedInlineMixin, admin.TabularInline):
@@ -53,11 +89,12 @@ class LinkInInline(ReadOnlyInline):
 
 
 @admin.register(Session)
-class SessionAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
+class SessionAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmin):
     list_display = ("short_id", "title", "user", "tenant", "state", "opened_at", "last_activity_at", "message_seq")
-    list_filter = (ScopedTenantFilter, "state", "close_reason")
-    search_fields = ("title", "goal", "user__external_id", "external_id")
+    list_filter = (ScopedTenantFilter, SessionUserFilter, "state", "close_reason")
+    search_fields = ("title", "goal", "user__external_id", "user__display_name", "external_id")
     list_select_related = ("user", "tenant")
+    list_per_page = 50
     date_hierarchy = "opened_at"
     fields = ("id", "tenant", "user", "state", "title", "external_id", "goal", "opened_at", "last_activity_at",
               "closed_at", "close_reason", "previous_link", "bridge_summary", "memories_link", "transcript")
@@ -78,8 +115,10 @@ class SessionAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
         bridge = getattr(obj, "bridge", None) if obj.pk else None
         if bridge is None:
             return "—"
-        return format_html("<p>{}</p><p><small>{} · {} tokens</small></p>", bridge.text, bridge.method,
-                           bridge.token_count)
+        from context.bridge_support import bridge_support
+
+        return render_to_string("admin/chat_sessions/session/bridge.html", {
+            "bridge": bridge, "sentences": bridge_support(tenant=obj.tenant, session=obj, text=bridge.text)})
 
     @admin.display(description="memories")
     def memories_link(self, obj):
@@ -88,16 +127,18 @@ class SessionAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
     @admin.display(description="transcript")
     def transcript(self, obj):
+        from orchestration.transcript import transcript_select
+
         if not obj.pk:
             return "—"
-        rows = list(obj.messages.order_by("seq")[:TRANSCRIPT_LIMIT])
-        body = format_html_join(
-            "", '<tr id="msg-{}"><td>{}</td><td>{}</td><td>{}</td><td style="white-space:pre-wrap">{}</td></tr>',
-            ((m.pk, m.seq, m.role, m.created_at.strftime("%Y-%m-%d %H:%M"), m.content) for m in rows))
-        more = obj.message_seq - len(rows)
-        tail = format_html("<p>… and {} more message(s).</p>", more) if more > 0 else ""
-        return format_html('<table><tr><th>#</th><th>role</th><th>at</th><th>content</th></tr>{}</table>{}',
-                           body, tail)
+        rows = transcript_select(tenant=obj.tenant, session=obj, limit=TRANSCRIPT_LIMIT)
+        for row in rows:
+            for call in row.calls:
+                call.arguments_text, call.result_text = _arguments_render(call.arguments), _result_render(call)
+            if row.answers is not None:
+                row.answers.result_text = _result_render(row.answers)
+        return render_to_string("admin/chat_sessions/session/transcript.html",
+                                {"rows": rows, "more": max(0, obj.message_seq - len(rows))})
 
     def has_add_permission(self, request):
         return False  # sessions open through the API
@@ -117,19 +158,49 @@ class SessionAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
-    """Read-only: the target of a memory's provenance link."""
+class MessageAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdmin):
+    """Read-only: the target of a memory's provenance link, with the memories drawn from it."""
 
     list_display = ("seq", "role", "short_content", "session_link", "tenant", "created_at")
-    list_filter = (ScopedTenantFilter, "role")
+    list_filter = (ScopedTenantFilter, MessageUserFilter, "role")
     search_fields = ("content", "external_id")
-    list_select_related = ("session", "tenant")
-    fields = readonly_fields = ("id", "tenant", "session_link", "seq", "role", "content", "name", "external_id",
-                                "created_at", "token_count", "tool_calls", "tool_call_id", "extracted_at")
+    list_select_related = ("session", "session__user", "tenant")
+    list_per_page = 50
+    fields = readonly_fields = ("id", "tenant", "session_link", "seq", "role", "content", "calls", "name",
+                                "external_id", "created_at", "token_count", "tool_call_id", "extracted_at",
+                                "memories_drawn")
 
     @admin.display(description="content")
     def short_content(self, obj):
-        return obj.content[:80]
+        if not obj.content and obj.tool_calls:
+            names = ", ".join(str((c.get("function") or {}).get("name")) for c in obj.tool_calls
+                              if isinstance(c, dict))
+            return f"(called {names})"
+        return wide_text(obj.content if len(obj.content) <= 100 else obj.content[:99] + "…")
+
+    @admin.display(description="tool calls")
+    def calls(self, obj):
+        if not obj.tool_calls:
+            return "—"
+        lines = []
+        for c in obj.tool_calls:
+            fn = c.get("function") if isinstance(c, dict) else None
+            if isinstance(fn, dict):
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except (TypeError, ValueError):
+                    args = fn.get("arguments")
+                lines.append(f"{fn.get('name')}({_arguments_render(args)})")
+        return format_html("<br>".join(["called {}"] * len(lines)), *lines) if lines else "—"
+
+    @admin.display(description="memories drawn from it")
+    def memories_drawn(self, obj):
+        from orchestration.transcript import transcript_memories
+
+        drawn = transcript_memories(tenant=obj.tenant, message=obj)
+        if not drawn:
+            return "—"
+        return render_to_string("admin/chat_sessions/session/memories.html", {"memories": drawn})
 
     @admin.display(description="session")
     def session_link(self, obj):
@@ -137,12 +208,12 @@ class MessageAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
 
 
 @admin.register(ImportJob)
-class ImportJobAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
+class ImportJobAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdmin):
     """Bulk imports and their progress (the export itself is not shown: it is the users' conversations)."""
 
     list_display = ("id", "tenant", "user", "format", "source", "status", "progress", "messages_created",
                     "messages_skipped", "created_at", "finished_at")
-    list_filter = (ScopedTenantFilter, "status", "format", "source")
+    list_filter = (ScopedTenantFilter, SessionUserFilter, "status", "format", "source")
     search_fields = ("id", "user__external_id", "file_name")
     list_select_related = ("tenant", "user")
     fields = readonly_fields = ("id", "tenant", "user", "format", "options", "source", "status", "file_name",

@@ -145,6 +145,9 @@ class SessionLink(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["from_session", "to_session", "kind"], name="link_unique")]
 
+    def __str__(self):
+        return f"{self.get_kind_display()} link"
+
 
 class ImportJob(models.Model):
     """One bulk import of a conversation export for one end user: its progress is its cursor (`position`, the

@@ -131,6 +131,89 @@ class ScopedTenantFilter(admin.SimpleListFilter):
             return queryset.none()
 
 
+class UserFilter(admin.ListFilter):
+    """Narrow a per-user list to one end user, picked by typing a name (the admin's autocomplete over end users).
+
+    The parameter is the `user__id__exact` the end user's page links with, so those links and this filter are one
+    thing; the chosen user is shown by name with a way to clear it. `lookup` is the path from the listed model to
+    its EndUser; `source` names a registered model's foreign key to EndUser, which the autocomplete view requires."""
+
+    title = "user"
+    lookup = "user"
+    parameter_name = "user__id__exact"
+    source = ("memory", "memoryrecord", "user")
+    template = "admin/continuum/user_filter.html"
+
+    def __init__(self, request, params, model, model_admin):
+        super().__init__(request, params, model, model_admin)
+        if self.parameter_name in params:
+            self.used_parameters[self.parameter_name] = params.pop(self.parameter_name)[-1]
+        self.selected = None
+        value = self.value()
+        if value:
+            try:
+                users = EndUser.objects.unscoped().select_related("tenant")
+                tenants = admin_tenants(request)
+                users = users if tenants is None else users.filter(tenant__in=tenants)
+                self.selected = users.filter(pk=value).first()
+            except Exception:  # a malformed id selects nobody rather than failing the page
+                self.selected = None
+
+    def value(self):
+        return self.used_parameters.get(self.parameter_name)
+
+    def has_output(self):
+        return True
+
+    def expected_parameters(self):
+        return [self.parameter_name]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        if self.selected is None:
+            return queryset.none()
+        return queryset.filter(**{f"{self.lookup}__pk": self.selected.pk})
+
+    def choices(self, changelist):
+        yield {"selected": self.selected is not None, "label": str(self.selected) if self.selected else "",
+               "value": str(self.selected.pk) if self.selected else "", "parameter": self.parameter_name,
+               "clear_url": changelist.get_query_string(remove=[self.parameter_name]),
+               "invalid": bool(self.value()) and self.selected is None,
+               "app_label": self.source[0], "model_name": self.source[1], "field_name": self.source[2],
+               "url": reverse("admin:autocomplete"),
+               "user_url": reverse("admin:tenants_enduser_change", args=[self.selected.pk]) if self.selected else ""}
+
+
+def user_filter(lookup: str, source: tuple[str, str, str]) -> type[UserFilter]:
+    """A UserFilter for a model that reaches its user through `lookup` ("session__user")."""
+    return type(f"UserFilter_{lookup}", (UserFilter,), {"lookup": lookup, "source": source,
+                                                        "parameter_name": f"{lookup}__id__exact"})
+
+
+class UserFilterMediaMixin:
+    """The scripts the user filter's picker needs, merged into the page's media in the order they depend on; and
+    the filter's parameter allowed (the admin allows a lookup across relations only for filters it knows)."""
+
+    def lookup_allowed(self, lookup, value, request=None):
+        if any(isinstance(f, type) and issubclass(f, UserFilter) and f.parameter_name == lookup
+               for f in self.list_filter):
+            return True
+        return super().lookup_allowed(lookup, value, request)
+
+    @property
+    def media(self):
+        from django import forms
+        from django.conf import settings
+
+        extra = "" if settings.DEBUG else ".min"
+        return super().media + forms.Media(
+            js=(f"admin/js/vendor/jquery/jquery{extra}.js", f"admin/js/vendor/select2/select2.full{extra}.js",
+                "admin/js/jquery.init.js", "admin/js/autocomplete.js"),
+            css={"screen": (f"admin/css/vendor/select2/select2{extra}.css", "admin/css/autocomplete.css")})
+
+
 def count_of(model, fk: str, **filters):
     """A correlated COUNT subquery: counting through joins would multiply one relation by another."""
     counted = (model.objects.filter(**{fk: OuterRef("pk")}, **filters).order_by().values(fk)
@@ -152,10 +235,51 @@ def admin_link(obj, label=None) -> str:
     return format_html('<a href="{}">{}</a>', url, label if label is not None else str(obj))
 
 
+def wide_text(text: str, width: str = "18em") -> str:
+    """A list cell that wraps at a readable width (a table ignores a cell's own min-width; a block inside it does
+    not), so the other columns keep their room on a 1,400-pixel screen."""
+    return format_html('<div style="min-width:{};max-width:36em;white-space:normal">{}</div>', width, text)
+
+
+def user_short(user) -> str:
+    """A user's label in a list column: one line, cut with an ellipsis where the column ends."""
+    if user is None:
+        return "—"
+    return format_html('<span title="{}" style="display:inline-block;max-width:10em;overflow:hidden;'
+                       'text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom">{}</span>',
+                       user.external_id, str(user))
+
+
+def when(value) -> str:
+    """A list column's date: short and on one line."""
+    if not value:
+        return "—"
+    return format_html('<span title="{}" style="white-space:nowrap">{}</span>', f"{value:%d %b %Y %H:%M %Z}",
+                       f"{value:%Y-%m-%d}")
+
+
 def changelist_link(model, label: str, **filters) -> str:
     url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
     query = "&".join(f"{k}={v}" for k, v in filters.items())
     return format_html('<a href="{}?{}">{}</a>', url, query, label)
+
+
+def _memory_model(proxy: bool = False):
+    from memory.models import MemoryRecord, MemoryReview
+
+    return MemoryReview if proxy else MemoryRecord
+
+
+def _session_model():
+    from sessions.models import Session
+
+    return Session
+
+
+def _event_model():
+    from memory.models import MemoryEvent
+
+    return MemoryEvent
 
 
 def staff_actor(request) -> str:
@@ -202,6 +326,12 @@ class TenantAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     @admin.display(description="end users")
     def end_users_link(self, obj):
         return changelist_link(EndUser, "end users of this tenant", tenant=obj.pk) if obj.pk else "—"
+
+    def get_changeform_initial_data(self, request):
+        from django.conf import settings
+
+        return {"review_inferred": settings.TENANT_REVIEW_INFERRED_DEFAULT,
+                **super().get_changeform_initial_data(request)}
 
     def get_exclude(self, request, obj=None):
         # Who may administer a tenant is a superuser's decision.
@@ -288,13 +418,16 @@ class TenantApiKeyAdmin(TenantScopedAdminMixin, APIKeyModelAdmin):
 
 @admin.register(EndUser)
 class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
-    list_display = ("external_id", "display_name", "tenant", "active_memories", "all_memories", "sessions_count",
-                    "created_at")
+    list_display = ("short_label", "tenant", "active_memories", "pending_memories", "all_memories",
+                    "sessions_count", "created_at")
     list_filter = (ScopedTenantFilter,)
     search_fields = ("external_id", "display_name")
-    fields = ("id", "tenant", "external_id", "display_name", "metadata", "created_at", "memories_link",
-              "sessions_link")
-    readonly_fields = ("id", "tenant", "external_id", "created_at", "memories_link", "sessions_link")
+    list_per_page = 50
+    fields = ("id", "tenant", "external_id", "display_name", "metadata", "created_at")
+    readonly_fields = ("id", "tenant", "external_id", "created_at")
+    # The page opens with what is known about the user (templates/admin/tenants/enduser/change_form.html).
+    change_form_template = "admin/tenants/enduser/change_form.html"
+    RECENT_SESSIONS = 10
 
     def get_queryset(self, request):
         from memory.models import MemoryRecord, MemoryStatus
@@ -302,32 +435,82 @@ class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
 
         return super().get_queryset(request).select_related("tenant").annotate(
             n_active=count_of(MemoryRecord, "user", status=MemoryStatus.ACTIVE),
+            n_pending=count_of(MemoryRecord, "user", status=MemoryStatus.PENDING_REVIEW),
             n_memories=count_of(MemoryRecord, "user"),
             n_sessions=count_of(Session, "user"))
 
+    @admin.display(description="user", ordering="display_name")
+    def short_label(self, obj):
+        return str(obj)
+
     @admin.display(description="active memories", ordering="n_active")
     def active_memories(self, obj):
-        return obj.n_active
+        return changelist_link(_memory_model(), str(obj.n_active), user__id__exact=obj.pk, status__exact="active")
+
+    @admin.display(description="awaiting review", ordering="n_pending")
+    def pending_memories(self, obj):
+        if not obj.n_pending:
+            return "0"
+        return changelist_link(_memory_model(proxy=True), str(obj.n_pending), user__id__exact=obj.pk)
 
     @admin.display(description="all memories", ordering="n_memories")
     def all_memories(self, obj):
-        return obj.n_memories
+        return changelist_link(_memory_model(), str(obj.n_memories), user__id__exact=obj.pk)
 
     @admin.display(description="sessions", ordering="n_sessions")
     def sessions_count(self, obj):
-        return obj.n_sessions
-
-    @admin.display(description="memories")
-    def memories_link(self, obj):
-        from memory.models import MemoryRecord
-
-        return changelist_link(MemoryRecord, "memories of this user", user__id__exact=obj.pk)
-
-    @admin.display(description="sessions")
-    def sessions_link(self, obj):
         from sessions.models import Session
 
-        return changelist_link(Session, "sessions of this user", user__id__exact=obj.pk)
+        return changelist_link(Session, str(obj.n_sessions), user__id__exact=obj.pk)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, object_id)
+        extra_context = dict(extra_context or {})
+        if obj is not None:
+            extra_context["overview"] = self.overview(obj)
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def overview(self, user) -> dict:
+        """What is known about the user, each part one bounded query (the page's cost does not grow with them)."""
+        from memory.models import MemoryKind, MemoryStatus, SourceType
+        from memory.overview import goals_open, goals_stale_mentions, memories_by_subject, memory_counts, said_by
+        from memory.profile import profile_select
+        from sessions.selectors import session_list
+
+        tenant = user.tenant
+        counts = memory_counts(tenant=tenant, user=user)
+        memories = _memory_model()
+
+        def link(label, n, **filters):
+            return {"label": label, "n": n,
+                    "link": changelist_link(memories, str(n), user__id__exact=user.pk, **filters)}
+
+        profile = profile_select(tenant=tenant, user=user, limit=30)
+        groups = memories_by_subject(tenant=tenant, user=user)
+        goals = goals_open(tenant=tenant, user=user)
+        for group in groups:
+            for m in group.memories:
+                m.said_by_label = said_by(m.source_type)
+        return {
+            "by_kind": [link(k.label, counts.by_kind.get(k.value, 0), status__exact="active", kind__exact=k.value)
+                        for k in MemoryKind],
+            "by_source": [link(said_by(s.value), counts.by_source.get(s.value, 0), status__exact="active",
+                               source_type__exact=s.value) for s in SourceType],
+            "by_status": [link(s.label, counts.by_status.get(s.value, 0), status__exact=s.value)
+                          for s in MemoryStatus],
+            "pending": counts.by_status.get(MemoryStatus.PENDING_REVIEW, 0),
+            "review_link": changelist_link(_memory_model(proxy=True), "review them", user__id__exact=user.pk),
+            "duplicates_url": reverse("admin:memory_memoryreview_duplicates", args=[user.pk]),
+            "total": counts.total,
+            "profile": [{"entry": e, "said_by": said_by(e.source_type)} for e in profile],
+            "groups": groups,
+            "goals": goals,
+            "stale": goals_stale_mentions(tenant=tenant, user=user, goals=goals),
+            "sessions": list(session_list(tenant=tenant, user=user).select_related("bridge")
+                             .order_by("-opened_at", "id")[:self.RECENT_SESSIONS]),
+            "sessions_link": changelist_link(_session_model(), "all sessions", user__id__exact=user.pk),
+            "events_link": changelist_link(_event_model(), "all history events", user__id__exact=user.pk),
+        }
 
     def has_add_permission(self, request):
         return False  # end users arrive through the API

@@ -81,7 +81,9 @@ class EndUser(models.Model):
         ordering = ["created_at", "id"]
 
     def __str__(self):
-        return f"{self.tenant_id}:{self.external_id}"
+        """A short label for lists and pickers: the name people use, then the id the tenant knows them by."""
+        ext = self.external_id if len(self.external_id) <= 24 else self.external_id[:23] + "…"
+        return f"{self.display_name} ({ext})" if self.display_name else ext
 
 
 class TenantErasure(models.Model):

@@ -1,6 +1,7 @@
 """Writes for tenancy: tenants, API keys and end users."""
 from __future__ import annotations
 
+from django.conf import settings as django_settings
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
@@ -13,6 +14,7 @@ def tenant_create(*, name: str, slug: str | None = None, **settings) -> Tenant:
     slug = slug or slugify(name)[:80] or "tenant"
     if Tenant.objects.filter(slug=slug).exists():
         raise Conflict(f"Tenant '{slug}' already exists.", code="tenant_exists")
+    settings.setdefault("review_inferred", django_settings.TENANT_REVIEW_INFERRED_DEFAULT)
     return Tenant.objects.create(name=name, slug=slug, **settings)
 
 

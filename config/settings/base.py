@@ -362,6 +362,10 @@ MEMORY_USER_LOCK_SECONDS = env.int("MEMORY_USER_LOCK_SECONDS", default=60)
 MEMORY_USER_LOCK_WAIT_SECONDS = env.float("MEMORY_USER_LOCK_WAIT_SECONDS", default=30.0)
 # A tenant's erasure (a task) erases this many end users per run, then runs again until the tenant is gone.
 TENANT_ERASE_USERS_PER_RUN = env.int("TENANT_ERASE_USERS_PER_RUN", default=100)
+# Whether a tenant created without saying so holds inferred memories for review (Tenant.review_inferred). Off: with
+# no model there are no inferences, and a capable hosted model's are worth having at once. scripts/run turns it on
+# for the packaged small model, whose additions matched LoCoMo's gold facts at precision 0.295 (docs/benchmarks.md).
+TENANT_REVIEW_INFERRED_DEFAULT = env.bool("TENANT_REVIEW_INFERRED_DEFAULT", default=False)
 # Effective importance halves every this many days without access (per kind; "default" for the rest).
 MEMORY_DECAY_HALF_LIFE_DAYS = env.json("MEMORY_DECAY_HALF_LIFE_DAYS",
                                        default={"event": 30, "goal": 60, "default": 180})
@@ -373,6 +377,9 @@ MEMORY_FORGET_GRACE_DAYS = env.int("MEMORY_FORGET_GRACE_DAYS", default=30)
 # How many identical episodic statements make one semantic fact (no LLM), and how close a cluster must be (LLM).
 MEMORY_CONSOLIDATE_MIN_REPEATS = env.int("MEMORY_CONSOLIDATE_MIN_REPEATS", default=2)
 MEMORY_CONSOLIDATE_SIMILARITY = env.float("MEMORY_CONSOLIDATE_SIMILARITY", default=0.80)
+# Below MEMORY_MERGE_SIMILARITY, pairs at least this similar are shown to a reviewer as near-duplicates
+# (memory/review.py): the consolidation bound is the one the service already holds for "about the same thing".
+MEMORY_REVIEW_SIMILARITY = env.float("MEMORY_REVIEW_SIMILARITY", default=MEMORY_CONSOLIDATE_SIMILARITY)
 # Open sessions quiet for this long get their Redis buffer compacted.
 BUFFER_COMPACT_IDLE_MINUTES = env.int("BUFFER_COMPACT_IDLE_MINUTES", default=10)
 # --- Webhooks (issue 19) -------------------------------------------------------

@@ -29,8 +29,11 @@ Action = MemoryEvent.Action
 PENDING_MARK = "consolidation_pending"
 
 
-def memories_fold(*, tenant: Tenant, keeper_id, other_ids: list, actor_id: str, note: str) -> int:
-    """Supersede the others by the keeper, which absorbs their support. Returns how many were folded.
+def memories_fold(
+    *, tenant: Tenant, keeper_id, other_ids: list, actor_id: str, note: str, actor_type: str = MemoryEvent.Actor.SYSTEM
+) -> int:
+    """Supersede the others by the keeper, which absorbs their support. Returns how many were folded (the merge
+    job, or a reviewer merging near-duplicates: actor_type says which).
 
     Locks every row and re-checks it is still active: a concurrent run or a user's delete that got there
     first wins, and nothing is applied twice."""
@@ -78,7 +81,7 @@ def memories_fold(*, tenant: Tenant, keeper_id, other_ids: list, actor_id: str, 
         memory_history_write(
             record=keeper,
             action=MemoryEvent.Action.REINFORCED,
-            actor_type="system",
+            actor_type=actor_type,
             actor_id=actor_id,
             before=before,
             after=memory_snapshot(keeper),
@@ -86,7 +89,7 @@ def memories_fold(*, tenant: Tenant, keeper_id, other_ids: list, actor_id: str, 
         )
         for other in others:
             memory_supersede(
-                old=other, new=keeper, actor_type="system", actor_id=actor_id, note=f"{note} into {keeper.pk}"
+                old=other, new=keeper, actor_type=actor_type, actor_id=actor_id, note=f"{note} into {keeper.pk}"
             )
         memory_vectors_enqueue([keeper, *others])
     return len(others)

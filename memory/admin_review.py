@@ -1,0 +1,167 @@
+"""The reviewer's queue: memories held for review (approve or reject in bulk, or open one to edit it first), and one
+user's near-duplicates side by side with a merge button. Every change goes through memory.actions."""
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import admin, messages
+from django.http import Http404, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+
+from infra.errors import AppError
+from tenants.admin import (ScopedTenantFilter, TenantScopedAdminMixin, UserFilter, UserFilterMediaMixin,
+                           admin_link, admin_tenants, staff_actor, user_short, when, wide_text)
+from tenants.models import EndUser, Tenant
+
+from . import actions as memory_actions
+from .admin import ConfidenceFilter, memory_text_short
+from .models import MemoryEvent, MemoryRecord, MemoryReview
+from .overview import said_by
+from .review import near_duplicate_pairs, review_pending
+
+
+def controls_apply(admin_view, request, records, control, verb: str) -> None:
+    """Apply one memory control to each record as the staff user; report what was done and what was refused."""
+    done, refused = 0, []
+    for record in records:
+        try:
+            control(tenant=record.tenant, memory=record, actor_type=MemoryEvent.Actor.STAFF,
+                    actor_id=staff_actor(request))
+            done += 1
+        except AppError as exc:
+            refused.append(f"{str(record.pk)[:8]} ({exc.message})")
+    admin_view.message_user(request, f"{verb.capitalize()} {done} memory(ies).", messages.SUCCESS)
+    if refused:
+        admin_view.message_user(request, f"Not {verb}: " + "; ".join(refused[:20]), messages.WARNING)
+
+
+@admin.register(MemoryReview)
+class MemoryReviewAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmin):
+    """Memories held for review, the longest waiting first. Which are held is the tenant's setting
+    (Tenant.review_inferred: inferred memories)."""
+
+    list_display = ("memory", "kind", "said_by", "confidence", "subject_value", "quote", "user_column", "created")
+    list_display_links = None
+    list_filter = (ScopedTenantFilter, UserFilter, "kind", ConfidenceFilter)
+    search_fields = ("text", "subject", "value", "user__external_id", "user__display_name")
+    list_select_related = ("user", "tenant", "source_message")
+    list_per_page = 50
+    actions = ["approve", "reject"]
+    change_list_template = "admin/memory/memoryreview/change_list.html"
+
+    def get_queryset(self, request):
+        return review_pending(queryset=super().get_queryset(request))
+
+    @admin.display(description="memory", ordering="text")
+    def memory(self, obj):
+        # The memory's own page holds the edit box and the approve / reject buttons.
+        url = reverse("admin:memory_memoryrecord_change", args=[obj.pk])
+        return wide_text(format_html('<a href="{}">{}</a>', url, memory_text_short(obj.text, 160)), "16em")
+
+    @admin.display(description="user", ordering="user__display_name")
+    def user_column(self, obj):
+        return user_short(obj.user)
+
+    @admin.display(description="held since", ordering="created_at")
+    def created(self, obj):
+        return when(obj.created_at)
+
+    @admin.display(description="said by", ordering="source_type")
+    def said_by(self, obj):
+        return said_by(obj.source_type)
+
+    @admin.display(description="subject → value")
+    def subject_value(self, obj):
+        return f"{obj.subject} → {obj.value}" if obj.subject else "—"
+
+    @admin.display(description="from the message")
+    def quote(self, obj):
+        if not obj.source_message_id:
+            return "—"
+        content = obj.source_message.content
+        return wide_text(format_html("“{}”", content if len(content) <= 120 else content[:119] + "…"), "14em")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, object_id)
+        if obj is None:
+            return super().change_view(request, object_id, form_url, extra_context)  # the admin's own not-found
+        return HttpResponseRedirect(reverse("admin:memory_memoryrecord_change", args=[obj.pk]))
+
+    def changelist_view(self, request, extra_context=None):
+        tenants = admin_tenants(request)
+        tenants = Tenant.objects.all() if tenants is None else tenants
+        context = {"reviewing": list(tenants.filter(review_inferred=True).order_by("slug")),
+                   "not_reviewing": list(tenants.filter(review_inferred=False).order_by("slug")[:20])}
+        user_id = request.GET.get("user__id__exact")
+        if user_id:
+            try:
+                context["duplicates_url"] = reverse("admin:memory_memoryreview_duplicates",
+                                                    args=[uuid.UUID(user_id)])
+            except ValueError:
+                pass
+        return super().changelist_view(request, {**context, **(extra_context or {})})
+
+    @admin.action(description="Approve selected", permissions=["change"])
+    def approve(self, request, queryset):
+        controls_apply(self, request, queryset.select_related("tenant"), memory_actions.memory_approve, "approved")
+
+    @admin.action(description="Reject selected", permissions=["change"])
+    def reject(self, request, queryset):
+        controls_apply(self, request, queryset.select_related("tenant"), memory_actions.memory_reject, "rejected")
+
+    # --- near-duplicates of one user ---------------------------------------------------------------------------
+
+    def get_urls(self):
+        return [path("duplicates/<uuid:user_id>/", self.admin_site.admin_view(self.duplicates_view),
+                     name="memory_memoryreview_duplicates"), *super().get_urls()]
+
+    def _user(self, request, user_id) -> EndUser:
+        users = EndUser.objects.unscoped().select_related("tenant").filter(pk=user_id)
+        tenants = admin_tenants(request)
+        user = (users if tenants is None else users.filter(tenant__in=tenants)).first()
+        if user is None or not self.has_view_permission(request):
+            raise Http404("No such end user.")
+        return user
+
+    def duplicates_view(self, request, user_id):
+        user = self._user(request, user_id)
+        here = reverse("admin:memory_memoryreview_duplicates", args=[user.pk])
+        if request.method == "POST":
+            if not self.has_change_permission(request):
+                raise Http404("No such end user.")
+            return self._merge(request, user, here)
+        pairs = near_duplicate_pairs(tenant=user.tenant, user=user)
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": f"Near-duplicates of {user}",
+                   "subject": user, "user_link": admin_link(user, str(user)), "pairs": pairs,
+                   "can_merge": self.has_change_permission(request)}
+        return TemplateResponse(request, "admin/memory/memoryreview/duplicates.html", context)
+
+    def _merge(self, request, user, here):
+        try:
+            keeper, other = uuid.UUID(request.POST.get("keeper", "")), uuid.UUID(request.POST.get("other", ""))
+        except ValueError:
+            self.message_user(request, "Not merged: pick two memories.", messages.ERROR)
+            return HttpResponseRedirect(here)
+        # Both must be this user's: the fold itself is scoped to the tenant only.
+        found = set(MemoryRecord.objects.for_tenant(user.tenant).filter(user=user, pk__in=[keeper, other])
+                    .values_list("pk", flat=True))
+        if found != {keeper, other} or keeper == other:
+            self.message_user(request, "Not merged: those are not two memories of this user.", messages.ERROR)
+            return HttpResponseRedirect(here)
+        folded = memory_actions.memories_fold(tenant=user.tenant, keeper_id=keeper, other_ids=[other],
+                                              actor_id=staff_actor(request), actor_type=MemoryEvent.Actor.STAFF,
+                                              note="merged near-duplicates by a reviewer")
+        if folded:
+            self.message_user(request, "Merged: the other memory is superseded by the one kept, which carries its "
+                                       "support.", messages.SUCCESS)
+        else:
+            self.message_user(request, "Not merged: one of them is no longer active.", messages.WARNING)
+        return HttpResponseRedirect(here)

@@ -1,0 +1,156 @@
+"""What one user's memory holds, read for a reviewer: counts by kind, source and status, the active facts and
+preferences grouped by subject, the open goals, and the memories drawn from given messages.
+
+Each function is one query (bounded by its limit), so a page built from them costs the same for a user with ten
+memories as for one with ten thousand.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Q
+
+from tenants.models import EndUser, Tenant
+
+from .models import MemoryKind, MemoryRecord, MemoryStatus, SourceType
+
+# Who a memory's words come from, as a reviewer asks it ("said by").
+SAID_BY = {
+    SourceType.USER_STATED: "the user",
+    SourceType.INFERRED: "inferred",
+    SourceType.ASSISTANT: "the assistant",
+    SourceType.TOOL_RESULT: "a tool",
+    SourceType.SYSTEM: "the system",
+}
+GROUPED_KINDS = (MemoryKind.FACT, MemoryKind.PREFERENCE, MemoryKind.PROCEDURE)
+
+
+def said_by(source_type: str) -> str:
+    return SAID_BY.get(source_type, source_type)
+
+
+@dataclass(frozen=True)
+class MemoryCounts:
+    by_kind: dict[str, int]  # active memories
+    by_source: dict[str, int]  # active memories
+    by_status: dict[str, int]  # all memories
+    total: int
+
+
+def memory_counts(*, tenant: Tenant, user: EndUser) -> MemoryCounts:
+    rows = (MemoryRecord.objects.for_tenant(tenant).filter(user=user).order_by()
+            .values("status", "kind", "source_type").annotate(n=Count("pk")))
+    by_kind: dict[str, int] = defaultdict(int)
+    by_source: dict[str, int] = defaultdict(int)
+    by_status: dict[str, int] = defaultdict(int)
+    for row in rows:
+        by_status[row["status"]] += row["n"]
+        if row["status"] == MemoryStatus.ACTIVE:
+            by_kind[row["kind"]] += row["n"]
+            by_source[row["source_type"]] += row["n"]
+    return MemoryCounts(by_kind=dict(by_kind), by_source=dict(by_source), by_status=dict(by_status),
+                        total=sum(by_status.values()))
+
+
+@dataclass
+class SubjectGroup:
+    """The active memories about one subject ("destination"); without a subject, those of one kind."""
+
+    label: str
+    kind: str
+    memories: list[MemoryRecord] = field(default_factory=list)
+
+    @property
+    def repeats(self) -> bool:
+        """Several rows saying the same thing: worth a merge."""
+        return len(self.memories) > 1
+
+
+def _subject_key(record: MemoryRecord) -> tuple[str, str]:
+    subject = " ".join(record.subject.lower().split())
+    return (subject, "") if subject else ("", record.kind)
+
+
+def memories_by_subject(*, tenant: Tenant, user: EndUser, limit: int = 200) -> list[SubjectGroup]:
+    """The user's active facts, preferences and instructions, grouped by subject (most recent first); memories
+    without a subject close the list, grouped by kind. Source message and session come in the same query."""
+    rows = (MemoryRecord.objects.for_tenant(tenant)
+            .filter(user=user, status=MemoryStatus.ACTIVE, kind__in=[k.value for k in GROUPED_KINDS])
+            .select_related("source_message", "session").order_by("-created_at", "id")[:limit])
+    groups: dict[tuple[str, str], SubjectGroup] = {}
+    for record in rows:
+        key = _subject_key(record)
+        if key not in groups:
+            label = record.subject if key[0] else f"other {MemoryKind(record.kind).label.lower()}s"
+            groups[key] = SubjectGroup(label=label, kind=record.kind)
+        groups[key].memories.append(record)
+    return sorted(groups.values(), key=lambda g: (not g.label or g.label.startswith("other "), g.kind, g.label))
+
+
+def goals_open(*, tenant: Tenant, user: EndUser, limit: int = 20) -> list[MemoryRecord]:
+    """Active goals, newest first (a goal is closed by superseding, expiring or deleting it)."""
+    return list(MemoryRecord.objects.for_tenant(tenant)
+                .filter(user=user, status=MemoryStatus.ACTIVE, kind=MemoryKind.GOAL)
+                .select_related("session").order_by("-created_at", "id")[:limit])
+
+
+def memories_from_messages(*, tenant: Tenant, user: EndUser, message_ids: list, since=None,
+                           limit: int = 2000) -> dict[str, list[MemoryRecord]]:
+    """message id -> the memories drawn from it: created from it, or reinforced or absorbed by it (its id in the
+    memory's source messages). `since` bounds the second kind to memories changed after it (a session's opening),
+    since a message can only have reinforced a memory after it was written."""
+    wanted = {str(i) for i in message_ids}
+    if not wanted:
+        return {}
+    cond = Q(source_message_id__in=list(wanted))
+    if since is not None:  # only a reinforced (or absorbing) memory lists more than the message it came from
+        cond |= Q(updated_at__gte=since, reinforcement_count__gt=0)
+    rows = (MemoryRecord.objects.for_tenant(tenant).filter(cond, user=user)
+            .only("id", "kind", "text", "status", "source_type", "confidence", "source_message_id",
+                  "source_message_ids", "created_at")
+            .order_by("created_at", "id")[:limit])
+    drawn: dict[str, list[MemoryRecord]] = defaultdict(list)
+    for record in rows:
+        sources = {str(record.source_message_id)} if record.source_message_id else set()
+        sources |= {str(i) for i in record.source_message_ids or []}
+        for mid in sources & wanted:
+            drawn[mid].append(record)
+    return dict(drawn)
+
+
+@dataclass(frozen=True)
+class StaleMention:
+    """A goal that still names a value the user has since replaced ("NYC", now "Newark")."""
+
+    old_value: str
+    new_value: str
+    new_memory_id: str
+
+
+def goals_stale_mentions(*, tenant: Tenant, user: EndUser, goals: list[MemoryRecord],
+                         limit: int = 200) -> dict[str, list[StaleMention]]:
+    """goal id -> the replaced values its text still names. A goal is written from what was said when it was set,
+    and supersede replaces the fact, not the goal's words; the reviewer sees the conflict here. One query."""
+    if not goals:
+        return {}
+    replaced = (MemoryRecord.objects.for_tenant(tenant)
+                .filter(user=user, status=MemoryStatus.SUPERSEDED, superseded_by__status=MemoryStatus.ACTIVE)
+                .exclude(value="").exclude(subject="").select_related("superseded_by")
+                .order_by("-status_changed_at", "id")[:limit])
+    found: dict[str, list[StaleMention]] = defaultdict(list)
+    for old in replaced:
+        new = old.superseded_by
+        if not new.value or _norm_words(new.value) == _norm_words(old.value):
+            continue
+        pattern = re.compile(rf"(?<!\w){re.escape(old.value.strip())}(?!\w)", re.IGNORECASE)
+        for goal in goals:
+            mention = StaleMention(old.value.strip(), new.value.strip(), str(new.pk))
+            if pattern.search(goal.text) and mention not in found[str(goal.pk)]:
+                found[str(goal.pk)].append(mention)
+    return dict(found)
+
+
+def _norm_words(text: str) -> str:
+    return " ".join((text or "").lower().split())
