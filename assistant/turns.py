@@ -103,7 +103,7 @@ def _ledger(ctx: ToolContext, loop: LoopResult) -> None:
 def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMessage] | None = None,
              client_system: str = "", max_steps: int | None = None, model: ChatModel | None = None,
              model_options: dict | None = None, on_delta: Callable[[str], None] | None = None,
-             cancel: threading.Event | None = None) -> TurnResult:
+             cancel: threading.Event | None = None, surface: str = "assistant") -> TurnResult:
     """One assistant turn. Each write is its own short transaction; none is open while the model runs.
 
     `earlier`: conversation turns a client sends that the session lacks (the OpenAI surface imports them first).
@@ -123,7 +123,8 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     tools = tool_definitions()
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
     ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools,
-                       system_prompt=_system_prompt(client_system), rewrite_query=False, prompt_apart=True)
+                       system_prompt=_system_prompt(client_system), rewrite_query=False, prompt_apart=True,
+                       surface=surface)
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
     # sent); what the loop adds on top is charged once it is known.
     quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)

@@ -10,6 +10,7 @@ api_v1 = [
     path("", include("tenants.urls")),
     path("", include("sessions.urls")),
     path("", include("context.urls")),
+    path("", include("orchestration.urls")),
     path("", include("memory.urls")),
     path("", include("assistant.urls")),
     path("", include("webhooks.urls")),

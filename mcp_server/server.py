@@ -101,7 +101,7 @@ def _sessions(caller: Caller, *, state: str | None, limit: int) -> dict:
 
 def _context(caller: Caller, *, session_id: str, new_input: str, budget: int | None) -> dict:
     session = access_session(tenant=caller.tenant, session_id=session_id, user=caller.user)
-    ctx = turn_context(tenant=caller.tenant, session=session, new_input=new_input, budget=budget)
+    ctx = turn_context(tenant=caller.tenant, session=session, new_input=new_input, budget=budget, surface="mcp")
     return ContextOutput({
         "session_id": session.pk, "messages": ctx.messages, "breakdown": ctx.breakdown,
         "total_tokens": ctx.total_tokens, "budget": ctx.budget, "memory_status": ctx.memory_status,

@@ -10,8 +10,10 @@ from django.utils.html import format_html
 
 from infra import clock
 from infra.errors import AppError
+from orchestration.models import ContextReceipt
+from orchestration.receipts import memory_receipt_usage
 from tenants.admin import (ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
-                           admin_link, staff_actor)
+                           admin_link, changelist_link, staff_actor)
 
 from . import actions as memory_actions
 from .models import JobRun, MemoryEvent, MemoryRecord, MemoryStatus, VectorOutbox
@@ -90,14 +92,15 @@ class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
         (None, {"fields": ("text", "kind", "status", "tenant", "user_link", "subject", "value")}),
         ("Provenance", {"fields": ("source_type", "provenance", "source_messages", "extractor",
                                    "extractor_version", "created_at")}),
-        ("Lifecycle", {"fields": ("confidence", "importance", "expires_at", "last_accessed_at", "access_count",
+        ("Lifecycle", {"fields": ("receipts", "confidence", "importance", "expires_at", "last_accessed_at",
+                                  "access_count",
                                   "reinforcement_count", "status_changed_at", "superseded_by_link",
                                   "superseded_list", "updated_at")}),
     )
     readonly_fields = ("kind", "status", "tenant", "user_link", "subject", "value", "source_type", "provenance",
                        "source_messages", "extractor", "extractor_version", "created_at", "confidence",
                        "importance", "expires_at", "last_accessed_at", "access_count", "reinforcement_count",
-                       "status_changed_at", "superseded_by_link", "superseded_list", "updated_at")
+                       "status_changed_at", "superseded_by_link", "superseded_list", "updated_at", "receipts")
     inlines = [MemoryEventInline]
     actions = ["approve", "reject", "expire", "delete_memories", "restore"]
 
@@ -133,6 +136,14 @@ class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
         links = [format_html('<a href="{}">{}</a>', reverse("admin:chat_sessions_message_change", args=[i]), i[:8])
                  for i in ids]
         return format_html(", ".join(["{}"] * len(links)), *links)
+
+    @admin.display(description="given to the model")
+    def receipts(self, obj):
+        usage = memory_receipt_usage(tenant=obj.tenant_id, memory_id=obj.pk)
+        if not usage["turns"]:
+            return "not in any kept receipt"
+        label = f"used in {usage['turns']} turns, last on {usage['last']:%d %b %Y %H:%M}"
+        return changelist_link(ContextReceipt, label, memory=obj.pk)
 
     @admin.display(description="superseded by")
     def superseded_by_link(self, obj):

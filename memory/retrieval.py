@@ -70,6 +70,7 @@ class RetrievedMemory:
     neighbour_message_ids: list[str] = field(default_factory=list)
     session_number: int | None = None  # the session's ordinal among its user's sessions ("session 3")
     dates: list[dict] = field(default_factory=list)  # dates its words refer to, resolved when it was said
+    score_parts: dict = field(default_factory=dict)  # how the score was made (score_parts): what a receipt records
 
 
 @dataclass
@@ -236,6 +237,19 @@ def _adjust(c: _Candidate, row: dict, now: datetime) -> float:
             + WEIGHT_IMPORTANCE * (row["importance"] - 0.5) + WEIGHT_ACCESS * math.log1p(row["access_count"]))
 
 
+def score_parts(c: _Candidate, row: dict, now: datetime) -> dict:
+    """The terms of a candidate's final score (_adjust), each as it was added: raw dense and keyword scores, their
+    fusion, the session prior, and the recency, confidence, importance and access adjustments."""
+    created = row["created_at"]
+    age_days = max(0.0, (now - created).total_seconds() / 86400.0) if created else 0.0
+    return {"dense": c.dense, "keyword": c.sparse, "fused": round(c.fused, 4),
+            "session_prior": round(c.score - c.fused, 4),
+            "recency": round(WEIGHT_RECENCY * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS), 4),
+            "confidence": round(WEIGHT_CONFIDENCE * (row["confidence"] - 0.7), 4),
+            "importance": round(WEIGHT_IMPORTANCE * (row["importance"] - 0.5), 4),
+            "access": round(WEIGHT_ACCESS * math.log1p(row["access_count"]), 4)}
+
+
 # Reads the turns right before and after given messages: (tenant=, message_ids=) -> rows with pk, session_id,
 # seq, role, name, content, session__user_id and `around` (the message a turn is next to). The conversations
 # package provides it (sessions.turn_reads.turns_around); memory never reads messages itself.
@@ -267,19 +281,20 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
 
 def memory_retrieve(*, tenant, user, query: str, goal: str = "", k: int = 10, token_budget: int | None = None,
                     exclude_session_id=None, rewrite: bool = True,
-                    neighbours: TurnsAround | None = None) -> list[RetrievedMemory]:
+                    neighbours: TurnsAround | None = None, left_out: list | None = None) -> list[RetrievedMemory]:
     """Active, unexpired memories of this tenant's user, best first. Raises ServiceUnavailable if Qdrant is down.
 
-    neighbours: how to read the turns around a memory's source message; without it no hit is expanded."""
+    neighbours: how to read the turns around a memory's source message; without it no hit is expanded.
+    left_out: a list that receives the memories ranked in but left out because they did not fit the budget."""
     return memory_retrieve_for_users(tenant=tenant, users=[user], query=query, goal=goal, k=k,
                                      token_budget=token_budget, exclude_session_id=exclude_session_id,
-                                     rewrite=rewrite, neighbours=neighbours)
+                                     rewrite=rewrite, neighbours=neighbours, left_out=left_out)
 
 
 def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: int = 10,
                               token_budget: int | None = None, exclude_session_id=None,
                               neighbours: TurnsAround | None = None, record_access: bool = True,
-                              rewrite: bool = True) -> list[RetrievedMemory]:
+                              rewrite: bool = True, left_out: list | None = None) -> list[RetrievedMemory]:
     """Retrieval over the memories of several users of one tenant (e.g. both people of a conversation).
 
     rewrite=False searches with the input and goal as they are, even where an LLM could rewrite them."""
@@ -333,7 +348,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     shown_parts: set = set()  # long messages with a passage shown, and (message, passage) pairs
     shown_texts: set[str] = set()  # the same words from another record (both people's copy of a turn) add nothing
     block = BlockBudget(token_budget)
-    for score, row in ranked:
+    for pos, (score, row) in enumerate(ranked):
         if len(out) >= k:
             break
         primary = row["source_message_id"]  # the reads give ids as strings (or None)
@@ -354,9 +369,13 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             source_type=row["source_type"], created_at=row["created_at"], session_id=sid, source_message_id=primary,
             provenance="", user_id=row["user_id"], confidence=row["confidence"],
             source_message_ids=row["source_message_ids"] or ([primary] if primary else []),
-            session_number=row["session_number"], dates=list(row["dates"] or []))
+            session_number=row["session_number"], dates=list(row["dates"] or []),
+            score_parts=score_parts(cands[row["id"]], row, now))
         cost = block.cost(m)
         if not block.fits(cost):
+            if left_out is not None:
+                m.token_count = cost
+                left_out.append(m)
             continue
         if expand and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS and row["kind"] == MemoryKind.EVENT:
             turns = [(mid, t) for mid, t in nearby.get(row["id"], []) if mid not in shown_turns]
@@ -379,10 +398,34 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
                                        session_number=m.session_number, dates=m.dates)
         out.append(m)
         if block.full():
+            if left_out is not None:
+                left_out += _next_best(ranked[pos + 1:], limit=k - len(out), block=block, shown=shown_turns,
+                                       parts=lambda row: score_parts(cands[row["id"]], row, now))
             break
     if record_access and out:
         _access_record_later(tenant_id=str(tenant.pk), memory_ids=[m.memory_id for m in out], at=now)
     return out
+
+
+def _next_best(rest: list, *, limit: int, block: BlockBudget, shown: set, parts) -> list[RetrievedMemory]:
+    """The best rows after the budget filled up, at most `limit` (what k had room for): what a larger budget would
+    have shown next, each with what it would have cost."""
+    found = []
+    for score, row in rest:
+        if len(found) >= limit:
+            break
+        primary = row["source_message_id"]
+        if primary and primary in shown:
+            continue
+        m = RetrievedMemory(memory_id=row["id"], kind=row["kind"], text=row["text"], score=round(score, 4),
+                            source_type=row["source_type"], created_at=row["created_at"], session_id=row["session_id"],
+                            source_message_id=primary, provenance="", user_id=row["user_id"],
+                            confidence=row["confidence"], session_number=row["session_number"],
+                            source_message_ids=row["source_message_ids"] or ([primary] if primary else []),
+                            dates=list(row["dates"] or []), score_parts=parts(row))
+        m.token_count = block.cost(m)
+        found.append(m)
+    return found
 
 
 def _access_record_later(*, tenant_id: str, memory_ids: list[str], at: datetime) -> None:
