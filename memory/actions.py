@@ -71,6 +71,8 @@ def memory_snapshot(record: MemoryRecord) -> dict:
         "reinforcement_count": record.reinforcement_count,
         "expires_at": record.expires_at.isoformat() if record.expires_at else None,
         "superseded_by": str(record.superseded_by_id) if record.superseded_by_id else None,
+        "valid_from": record.valid_from.isoformat() if record.valid_from else None,
+        "valid_to": record.valid_to.isoformat() if record.valid_to else None,
     }
 
 
@@ -120,7 +122,7 @@ def _new_record(*, tenant, user, candidate: Candidate, source: SourceMessage | N
         source_type=candidate.source_type, source_message_id=source.id if source is not None else None,
         source_message_ids=sources,
         session_id=session_id if session_id is not None else (source.session_id if source is not None else None),
-        created_at=created, status=_initial_status(tenant=tenant, source_type=candidate.source_type),
+        created_at=created, valid_from=created, status=_initial_status(tenant=tenant, source_type=candidate.source_type),
         status_changed_at=clock.now(), expires_at=memory_expiry(tenant=tenant, kind=candidate.kind, created_at=created),
         content_hash=content_hash_for(candidate.text),
         extractor=candidate.extractor[:40], extractor_version=str(candidate.metadata.get("extractor_version", "1")),
@@ -150,6 +152,14 @@ def _create_locked(record: MemoryRecord, *, actor_type: str, actor_id: str, note
     return record
 
 
+def validity_end(*, old: MemoryRecord, new: MemoryRecord):
+    """When a superseded memory stopped holding: when its replacement was said; never before it began itself (a
+    correction of the same moment, or an older statement learned later, leaves the old one an empty interval)."""
+    end = new.valid_from or new.created_at or clock.now()
+    start = old.valid_from or old.created_at
+    return max(end, start) if start else end
+
+
 def memory_supersede(*, old: MemoryRecord, new: MemoryRecord, actor_type: str, actor_id: str = "",
                      note: str = "") -> None:
     """Mark old as superseded by new, with its history event; call inside a transaction holding the row."""
@@ -157,7 +167,8 @@ def memory_supersede(*, old: MemoryRecord, new: MemoryRecord, actor_type: str, a
     old.status = MemoryStatus.SUPERSEDED
     old.superseded_by = new
     old.status_changed_at = clock.now()
-    old.save(update_fields=["status", "superseded_by", "status_changed_at", "updated_at"])
+    old.valid_to = validity_end(old=old, new=new)
+    old.save(update_fields=["status", "superseded_by", "status_changed_at", "valid_to", "updated_at"])
     memory_history_write(record=old, action=MemoryEvent.Action.SUPERSEDED, actor_type=actor_type, actor_id=actor_id,
                         before=before, after=memory_snapshot(old), note=note or f"superseded by {new.pk}")
 
@@ -511,7 +522,8 @@ def memory_approve(*, tenant: Tenant, actor_type: str, actor_id: str = "", memor
         _transition(record, to=Status.ACTIVE, action=Action.APPROVED, actor_type=actor_type, actor_id=actor_id)
         for old in _displaced_by(record):
             _transition(old, to=Status.SUPERSEDED, action=Action.SUPERSEDED, actor_type=actor_type,
-                        actor_id=actor_id, note=f"superseded by approved {record.pk}", superseded_by=record)
+                        actor_id=actor_id, note=f"superseded by approved {record.pk}", superseded_by=record,
+                        valid_to=validity_end(old=old, new=record))
         return record
 
 

@@ -71,6 +71,8 @@ class RetrievedMemory:
     session_number: int | None = None  # the session's ordinal among its user's sessions ("session 3")
     dates: list[dict] = field(default_factory=list)  # dates its words refer to, resolved when it was said
     score_parts: dict = field(default_factory=dict)  # how the score was made (score_parts): what a receipt records
+    valid_from: datetime | None = None  # when it held (read for a retrieval as_of a time)
+    valid_to: datetime | None = None
 
 
 @dataclass
@@ -158,7 +160,7 @@ UNSIZED_TOKENS = 20  # a point written before sizes were kept in its payload cou
 
 
 def _gather(*, tenant, user_ids: list[str], limit: int, now_epoch: float, vector=None, text: str | None = None,
-            into: dict[str, _Candidate] | None = None) -> dict[str, _Candidate]:
+            into: dict[str, _Candidate] | None = None, statuses=("active",)) -> dict[str, _Candidate]:
     """The dense (vector) or BM25 (text) candidates of every user in scope, added to `into`."""
     store = get_vector_store()
     found = {} if into is None else into
@@ -166,7 +168,7 @@ def _gather(*, tenant, user_ids: list[str], limit: int, now_epoch: float, vector
     attr = "dense" if vector is not None else "sparse"
     try:
         searches = [Search(Scope(tenant_id=tenant_id, user_id=user_id), dense=vector, text=text, limit=limit,
-                           statuses=("active",), not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS)
+                           statuses=statuses, not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS)
                     for user_id in user_ids]
         for hits in store.search_batch(searches):  # every user's search planned as one pass over the shard
             for hit in hits:
@@ -281,20 +283,23 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
 
 def memory_retrieve(*, tenant, user, query: str, goal: str = "", k: int = 10, token_budget: int | None = None,
                     exclude_session_id=None, rewrite: bool = True,
-                    neighbours: TurnsAround | None = None, left_out: list | None = None) -> list[RetrievedMemory]:
+                    neighbours: TurnsAround | None = None, left_out: list | None = None,
+                    as_of: datetime | None = None) -> list[RetrievedMemory]:
     """Active, unexpired memories of this tenant's user, best first. Raises ServiceUnavailable if Qdrant is down.
 
     neighbours: how to read the turns around a memory's source message; without it no hit is expanded.
-    left_out: a list that receives the memories ranked in but left out because they did not fit the budget."""
+    left_out: a list that receives the memories ranked in but left out because they did not fit the budget.
+    as_of: the memories valid at that time instead (a superseded one included, while it held)."""
     return memory_retrieve_for_users(tenant=tenant, users=[user], query=query, goal=goal, k=k,
                                      token_budget=token_budget, exclude_session_id=exclude_session_id,
-                                     rewrite=rewrite, neighbours=neighbours, left_out=left_out)
+                                     rewrite=rewrite, neighbours=neighbours, left_out=left_out, as_of=as_of)
 
 
 def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: int = 10,
                               token_budget: int | None = None, exclude_session_id=None,
                               neighbours: TurnsAround | None = None, record_access: bool = True,
-                              rewrite: bool = True, left_out: list | None = None) -> list[RetrievedMemory]:
+                              rewrite: bool = True, left_out: list | None = None,
+                              as_of: datetime | None = None) -> list[RetrievedMemory]:
     """Retrieval over the memories of several users of one tenant (e.g. both people of a conversation).
 
     rewrite=False searches with the input and goal as they are, even where an LLM could rewrite them."""
@@ -311,18 +316,22 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     user_ids = [str(u.pk) for u in users]
     limit = settings.MEMORY_RETRIEVAL_CANDIDATES
     # The keyword search needs only the text: it runs while the query is embedded, then the dense search joins it.
-    cands = _gather(tenant=tenant, user_ids=user_ids, text=text, limit=limit, now_epoch=now.timestamp())
+    statuses = ("active",) if as_of is None else ("active", "superseded")
+    cands = _gather(tenant=tenant, user_ids=user_ids, text=text, limit=limit, now_epoch=now.timestamp(),
+                    statuses=statuses)
     try:
         vector, *part_vectors = pending.result()
     except Exception as exc:
         raise ServiceUnavailable(f"Embedding the query failed: {exc.__class__.__name__}", code="embedder_unavailable") \
             from exc
-    _gather(tenant=tenant, user_ids=user_ids, vector=vector, limit=limit, now_epoch=now.timestamp(), into=cands)
+    _gather(tenant=tenant, user_ids=user_ids, vector=vector, limit=limit, now_epoch=now.timestamp(), into=cands,
+            statuses=statuses)
     searches = [cands]
     for part, part_vector in zip(plan.parts, part_vectors):
-        found = _gather(tenant=tenant, user_ids=user_ids, text=part, limit=limit, now_epoch=now.timestamp())
+        found = _gather(tenant=tenant, user_ids=user_ids, text=part, limit=limit, now_epoch=now.timestamp(),
+                        statuses=statuses)
         searches.append(_gather(tenant=tenant, user_ids=user_ids, vector=part_vector, limit=limit,
-                                now_epoch=now.timestamp(), into=found))
+                                now_epoch=now.timestamp(), into=found, statuses=statuses))
     if exclude_session_id is not None:
         searches = [{mid: c for mid, c in found.items() if c.payload.get("session_id") != str(exclude_session_id)}
                     for found in searches]
@@ -332,7 +341,8 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     shortlist = _shortlist(sorted(cands.values(), key=lambda c: c.score, reverse=True), k=k, token_budget=token_budget)
     # The database is the truth: a row changed since the point was written (deleted, superseded, expired, moved)
     # does not come back, whatever the payload says.
-    rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for c in shortlist], now=now)
+    rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for c in shortlist], now=now,
+                       as_of=as_of)
     # (final score, row), best first: each candidate's adjusted score is computed once and shown as it ranked.
     ranked = sorted(((_adjust(c, rows[c.memory_id], now), rows[c.memory_id]) for c in shortlist if c.memory_id in rows),
                     key=lambda sr: sr[0], reverse=True)
@@ -370,7 +380,8 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             provenance="", user_id=row["user_id"], confidence=row["confidence"],
             source_message_ids=row["source_message_ids"] or ([primary] if primary else []),
             session_number=row["session_number"], dates=list(row["dates"] or []),
-            score_parts=score_parts(cands[row["id"]], row, now))
+            score_parts=score_parts(cands[row["id"]], row, now),
+            valid_from=row.get("valid_from"), valid_to=row.get("valid_to"))
         cost = block.cost(m)
         if not block.fits(cost):
             if left_out is not None:
@@ -396,6 +407,8 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
         m.token_count = cost
         m.provenance = provenance_line(source_type=m.source_type, created_at=m.created_at,
                                        session_number=m.session_number, dates=m.dates)
+        if m.valid_to is not None:  # asked as of a past time: say when it stopped holding
+            m.provenance += f"; superseded on {m.valid_to.day} {m.valid_to:%B %Y}"
         out.append(m)
         if block.full():
             if left_out is not None:
