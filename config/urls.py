@@ -7,10 +7,9 @@ from ops.health import healthz, readyz
 from ops.metrics import metrics
 
 api_v1 = [
-    path("", include("tenants.urls")),
-    path("", include("sessions.urls")),
-    path("", include("context.urls")),
+    # orchestration first: its fixed routes under users/<id>/memories/ come before memory's detail route
     path("", include("orchestration.urls")),
+    path("", include("tenants.urls")),
     path("", include("memory.urls")),
     path("", include("assistant.urls")),
     path("", include("webhooks.urls")),

@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from infra import llm
 from infra.errors import AppError
 from infra.redis_client import Keys, get_redis, held_lock
+from infra.task_queue import task_enqueue
 from infra.sentences import sentences
 from infra.tokens import count_tokens, truncate_to_tokens
 
@@ -232,6 +233,4 @@ def anchors_after_append(*, tenant_id, user_id, session_id, unanchored_turns: in
         return
     flag = Keys.anchor_queued_flag(tenant_id, user_id, session_id)
     if get_redis().set(flag, "1", nx=True, ex=300):
-        from .tasks import anchor_fold_task
-
-        anchor_fold_task.delay(str(tenant_id), str(session_id))
+        task_enqueue("context.tasks.anchor_fold_task", str(tenant_id), str(session_id))

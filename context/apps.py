@@ -5,3 +5,7 @@ from django.apps import AppConfig
 class ContextConfig(AppConfig):
     name = "context"
     verbose_name = "Context"
+
+    def ready(self):
+        # Registers the app's tasks, so services can queue them by name (infra/task_queue.py).
+        from . import tasks  # noqa: F401

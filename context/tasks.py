@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import logging
 
-from celery import shared_task
-
 from infra.redis_client import Keys, get_redis
-from infra.task_retry import RETRY_ON, retry_outages
-from memory.lifecycle.tasks import TASK_OPTIONS, run_job
+from infra.task_retry import service_task
+from memory.lifecycle.tasks import run_job
 from sessions.models import Session
 
 from .anchors import anchors_fold
@@ -16,9 +14,7 @@ from .compaction import buffers_compact
 log = logging.getLogger(__name__)
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=120,
-             retry_jitter=True, max_retries=3)
-@retry_outages
+@service_task(max_retries=3, backoff_max=120)
 def anchor_fold_task(self, tenant_id: str, session_id: str) -> int:
     """Fold a session's due turns into anchors with the LLM (queued when one is configured)."""
     row = Session.objects.for_tenant(tenant_id).filter(pk=session_id).values("tenant_id", "user_id").first()
@@ -30,7 +26,7 @@ def anchor_fold_task(self, tenant_id: str, session_id: str) -> int:
     return len(made)
 
 
-@shared_task(**TASK_OPTIONS)
+@service_task()
 def buffers_compact_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
     """The compact-buffers lifecycle job (beat fans it out per tenant, like the memory jobs)."""
     return run_job(self, "compact_buffers", buffers_compact, tenant_id, cursor)

@@ -32,3 +32,16 @@ def retry_outages(fn):
                 raise RetryableFailure(f"{exc.code}: {exc.message}") from exc
             raise
     return wrapper
+
+
+def service_task(*, max_retries: int = 5, backoff_max: int = 300, retry_on: tuple = RETRY_ON, **options):
+    """A Celery task that wraps one service, with the project's one retry policy: late acks (a task lost with its
+    worker runs again, so every task is idempotent), outages retried with capped, jittered backoff, and anything
+    else failing at once. The task is bound: its first argument is the task itself."""
+    from celery import shared_task
+
+    def decorate(fn):
+        return shared_task(bind=True, acks_late=True, autoretry_for=retry_on, retry_backoff=True,
+                           retry_backoff_max=backoff_max, retry_jitter=True, max_retries=max_retries,
+                           **options)(retry_outages(fn))
+    return decorate

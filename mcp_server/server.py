@@ -15,7 +15,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from context.apis import ContextOutput
+from orchestration.apis.context import ContextOutput
 from infra.errors import AppError
 from memory import actions
 from memory.apis.controls import UserMemoryOutput
@@ -25,7 +25,7 @@ from memory.retrieval import memory_retrieve
 from memory.selectors import memory_list
 from memory.validity import as_of_parse
 from orchestration.context import turn_context
-from sessions.apis import SessionOutput
+from orchestration.apis.sessions import SessionOutput
 from sessions.selectors import access_session, bridge_summaries, session_list
 
 from .auth import Caller, current_caller

@@ -11,14 +11,13 @@ import functools
 import logging
 from collections import defaultdict
 
-from celery import shared_task
 from django.db import DatabaseError, transaction
 from django.db.models import F
 from redis.exceptions import RedisError
 
 from infra.clock import now
 from infra.redis_client import Keys, held_lock
-from infra.task_retry import RETRY_ON, retry_outages
+from infra.task_retry import RETRY_ON, service_task
 
 from .models import MemoryRecord, MemoryStatus, VectorOutbox
 from .points import point_payload, points_for_records
@@ -115,9 +114,7 @@ def outbox_pending_count(*, tenant_id=None) -> int:
     return pending.filter(done_at__isnull=True).count()
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=(DatabaseError, RedisError, *RETRY_ON), retry_backoff=True,
-             retry_backoff_max=300, retry_jitter=True, max_retries=5)
-@retry_outages
+@service_task(retry_on=(DatabaseError, RedisError, *RETRY_ON))
 def outbox_flush_task(self, batch_size: int = APPLY_BATCH, max_batches: int = 10) -> int:
     """Apply pending outbox rows, bounded per run; re-enqueues itself while work remains and progress is made."""
     applied = last = 0

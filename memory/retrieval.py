@@ -33,6 +33,7 @@ from django.db import transaction
 from infra import clock
 from infra.embedder import embed_soon
 from infra.errors import ServiceUnavailable
+from infra.task_queue import task_enqueue
 from infra.tokens import count_tokens
 
 from .extraction.classify import informative_text
@@ -443,11 +444,10 @@ def _next_best(rest: list, *, limit: int, block: BlockBudget, shown: set, parts)
 
 def _access_record_later(*, tenant_id: str, memory_ids: list[str], at: datetime) -> None:
     """Access counts are bookkeeping: a task after commit, never a write on the request path."""
-    from .tasks import memory_access_record_task
-
     def enqueue():
         try:
-            memory_access_record_task.delay(tenant_id, memory_ids, at.astimezone(timezone.utc).isoformat())
+            task_enqueue("memory.tasks.memory_access_record_task", tenant_id, memory_ids,
+                         at.astimezone(timezone.utc).isoformat())
         except Exception as exc:  # a broker hiccup loses a counter increment, never the answer
             log.warning("access counts not recorded: %s", exc)
 

@@ -3,17 +3,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from celery import shared_task
-
-from infra.task_retry import RETRY_ON, retry_outages
+from infra.task_retry import service_task
 
 from .actions import memory_access_record
 from .outbox import outbox_flush_task  # noqa: F401  (lives with the outbox; imported here so workers register it)
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=120,
-             retry_jitter=True, max_retries=3)
-@retry_outages
+@service_task(max_retries=3, backoff_max=120)
 def memory_access_record_task(self, tenant_id: str, memory_ids: list[str], at: str | None = None) -> int:
     """Count accesses of retrieved memories, off the request path.
 

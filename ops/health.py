@@ -4,10 +4,13 @@ from __future__ import annotations
 import logging
 import time
 
+from celery import current_app
 from django.db import connection
 from django.http import JsonResponse
 
 from infra.operator_token import operator_token_given
+from infra.redis_client import get_redis
+from infra.vector_store import get_vector_store
 
 log = logging.getLogger(__name__)
 
@@ -29,20 +32,16 @@ def _database():
 
 
 def _redis():
-    from infra.redis_client import get_redis
-
     get_redis().ping()
 
 
 def _qdrant():
-    from infra.vector_store import get_vector_store
-
     store = get_vector_store()
     return {"backend": store.backend_name, "points": store.health()}
 
 
 def _broker():
-    from config.celery import app
+    app = current_app  # the project's app (config/celery.py), without importing the configuration package
 
     with app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, timeout=2)

@@ -23,6 +23,7 @@ from django.db.models.functions import Greatest
 from infra import clock
 from infra.errors import ServiceUnavailable
 from infra.redis_client import Keys, get_redis
+from infra.task_queue import task_enqueue_on_commit
 from infra.vector_store import Scope, get_vector_store
 from memory.actions import memories_erase_user
 from memory.models import MemoryEvent, MemoryRecord, VectorOutbox
@@ -182,8 +183,6 @@ def tenant_erasure_start(*, tenant: Tenant, requested_by: str = "") -> TenantEra
     """Record that the tenant is to be erased and hand the work to tenant_erase_task (after commit). The tenant is
     deactivated at once, so its keys stop working while the erasure runs. Asking again while one is pending returns
     that one."""
-    from .tasks import tenant_erase_task
-
     with transaction.atomic():
         Tenant.objects.select_for_update().filter(pk=tenant.pk).update(is_active=False)
         pending = TenantErasure.objects.filter(tenant_id_value=tenant.pk, state__in=(
@@ -194,7 +193,7 @@ def tenant_erasure_start(*, tenant: Tenant, requested_by: str = "") -> TenantEra
                                                users_total=EndUser.objects.for_tenant(tenant).count(),
                                                requested_by=requested_by[:150])
         erasure_id = str(erasure.pk)
-        transaction.on_commit(lambda: tenant_erase_task.delay(erasure_id))
+        task_enqueue_on_commit("orchestration.tasks.tenant_erase_task", erasure_id)
     return erasure
 
 

@@ -34,6 +34,7 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from infra import clock
+from infra.task_queue import task_enqueue, task_enqueue_on_commit
 from infra.errors import ValidationFailed
 from infra.redis_client import Keys, get_redis
 from memory.extraction.classify import EXTRACTED_ROLES
@@ -43,11 +44,10 @@ from sessions.services import NewMessage
 from tenants.models import EndUser, Tenant
 
 from .messages import message_extract, messages_record
-from .sessions import session_end, session_start_imported
+from .sessions import IMPORT_CLOSE_REASON, session_end, session_finish, session_start_imported
 
 log = logging.getLogger(__name__)
 
-IMPORT_CLOSE_REASON = "import"
 PART_SEPARATOR = "#"
 # The backlog chain's flag outlives one run and its pause, so a chain in flight is never started twice.
 BACKLOG_FLAG_SECONDS = 600
@@ -61,8 +61,6 @@ def import_job_create(*, tenant: Tenant, user: EndUser, fmt: str, payload: bytes
     """Validate the export (one streamed pass: a bad file is refused before anything is stored) and record the
     job. An API job carries its export and is handed to conversations_import_task after commit; a command job
     names its file and is advanced by the command itself."""
-    from .tasks import conversations_import_task
-
     format_check(fmt)
     if "\x00" in speaker:
         raise ValidationFailed("speaker contains a NUL character.")
@@ -75,7 +73,7 @@ def import_job_create(*, tenant: Tenant, user: EndUser, fmt: str, payload: bytes
             sessions_total=summary.sessions, messages_total=summary.messages)
         if source == ImportJob.Source.API:
             tenant_id, job_id = str(tenant.pk), str(job.pk)
-            transaction.on_commit(lambda: conversations_import_task.delay(tenant_id, job_id))
+            task_enqueue_on_commit("orchestration.tasks.conversations_import_task", tenant_id, job_id)
     return job
 
 
@@ -246,8 +244,6 @@ def imports_backlog_pending(*, tenant_id, user_id) -> dict:
 def imports_backlog_work(*, tenant_id, user_id, limit: int, allow_llm_failure: bool = False) -> BacklogRun:
     """Up to `limit` steps of the user's import backlog, oldest first: each imported session's finish (its bridge,
     exactly one, as a closed session's finish writes it), then each imported message's extraction. Idempotent."""
-    from .tasks import session_finish  # the tasks module builds on this one
-
     bridges = extracted = 0
     for session_id in list(_sessions_unbridged(tenant_id, user_id).values_list("pk", flat=True)[:limit]):
         session_finish(tenant_id=tenant_id, session_id=session_id)
@@ -262,10 +258,8 @@ def imports_backlog_work(*, tenant_id, user_id, limit: int, allow_llm_failure: b
 
 def imports_backlog_kick(*, tenant_id, user_id) -> bool:
     """Start the user's backlog chain unless one is queued or running; True when this call started it."""
-    from .tasks import imports_backlog_task
-
     if get_redis().set(Keys.import_backlog_flag(tenant_id, user_id), "1", nx=True, ex=BACKLOG_FLAG_SECONDS):
-        imports_backlog_task.delay(str(tenant_id), str(user_id))
+        task_enqueue("orchestration.tasks.imports_backlog_task", str(tenant_id), str(user_id))
         return True
     return False
 
@@ -275,14 +269,12 @@ def imports_backlog_next(*, tenant_id, user_id, more: bool) -> None:
 
     Ending drops the flag before looking once more: an import that committed parts meanwhile either saw the flag
     (and left the work to this chain, which finds it now) or finds it gone and starts a new chain itself."""
-    from .tasks import imports_backlog_task
-
     r = get_redis()
     flag = Keys.import_backlog_flag(tenant_id, user_id)
     if more:
         r.expire(flag, BACKLOG_FLAG_SECONDS)
-        imports_backlog_task.apply_async((str(tenant_id), str(user_id)),
-                                         countdown=settings.CONTINUUM_IMPORT_BACKLOG_PAUSE_SECONDS)
+        task_enqueue("orchestration.tasks.imports_backlog_task", str(tenant_id), str(user_id),
+                     countdown=settings.CONTINUUM_IMPORT_BACKLOG_PAUSE_SECONDS)
         return
     r.delete(flag)
     if any(imports_backlog_pending(tenant_id=tenant_id, user_id=user_id).values()):

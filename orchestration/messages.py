@@ -7,6 +7,7 @@ failure after the commit is logged and never fails the request that stored the m
 """
 from __future__ import annotations
 
+import functools
 import logging
 
 import redis
@@ -16,6 +17,7 @@ from context.anchors import anchors_after_append
 from context.buffer import buffer_add_facts, buffer_append_messages
 from context.links import links_create_for_first_message
 from infra import clock
+from infra.task_queue import task_enqueue
 from infra.errors import NotFound
 from memory.extraction.classify import extracted_roles
 from memory.extraction.pipeline import ExtractionResult, memory_extract
@@ -34,13 +36,12 @@ def messages_record(*, tenant, session_id, items: list[NewMessage],
     Messages of the roles extraction reads wait for it; enqueue_extraction=False leaves them waiting for a caller
     that extracts them itself (an import that runs extraction in its own order). live=False: the session is closed
     before the caller commits (imported history), so there is no buffer to append to, fold or link from."""
-    from .tasks import message_extract_task
-
     with transaction.atomic():
         rows = messages_append(tenant=tenant, session_id=session_id, items=items, pending_roles=extracted_roles(tenant))
         if rows and (live or enqueue_extraction):
             tenant_id, user_id = str(tenant.pk), str(rows[0].session.user_id)
-            enqueue = message_extract_task.delay if enqueue_extraction else None
+            enqueue = functools.partial(task_enqueue, "orchestration.tasks.message_extract_task") \
+                if enqueue_extraction else None
             transaction.on_commit(lambda: _after_commit(tenant_id, user_id, str(rows[0].session_id), rows,
                                                         enqueue=enqueue, live=live))
     return rows

@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Max
 
 from infra import clock
+from infra.task_queue import task_get
 from sessions.models import Session
 from tenants.models import Tenant
 
@@ -65,10 +66,8 @@ _pending_lock = threading.Lock()
 
 
 def _publish(payload: dict) -> None:
-    from .tasks import context_receipt_write_task
-
     try:
-        context_receipt_write_task.delay(payload)
+        task_get("orchestration.tasks.context_receipt_write_task").delay(payload)
     except Exception as exc:  # a broker outage loses an audit record, never a turn
         log.warning("context receipt %s not recorded: %s", payload.get("id"), exc)
 

@@ -3,13 +3,18 @@ tenant's open policy or the idle timeout) enqueues the task that writes its brid
 from __future__ import annotations
 
 import logging
+
+import redis
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
 
+from context.bridge import bridge_write
+from context.buffer import buffer_delete
 from context.links import links_create_for_new_session
 from infra import clock
+from infra.task_queue import task_enqueue, task_enqueue_on_commit
 from infra.errors import NotFound
 from sessions.models import Session
 from sessions.selectors import access_session
@@ -18,7 +23,12 @@ from sessions.services import (SessionOpened, session_close, session_close_row, 
 from tenants.models import EndUser, Tenant
 from webhooks.events import webhook_event_emit
 
+from .messages import messages_pending_extraction
+
 log = logging.getLogger(__name__)
+
+IMPORT_CLOSE_REASON = "import"  # imported history: its sessions close as they are written
+_MAX_EXTRACTION_ENQUEUE = 1000
 
 
 def access_user_session(*, tenant: Tenant, user: EndUser, session_id) -> Session:
@@ -32,11 +42,9 @@ def access_user_session(*, tenant: Tenant, user: EndUser, session_id) -> Session
 
 def _finish_after_commit(session: Session) -> None:
     """A session just closed, in this transaction: its webhook event now, its finish task after commit."""
-    from .tasks import session_finish_task
-
     tenant_id, session_id = str(session.tenant_id), str(session.pk)
     _closed_announce(session)
-    transaction.on_commit(lambda: session_finish_task.delay(tenant_id, session_id))
+    task_enqueue_on_commit("orchestration.tasks.session_finish_task", tenant_id, session_id)
 
 
 def _closed_announce(session: Session) -> None:
@@ -127,3 +135,26 @@ def sessions_close_idle(*, now: datetime | None = None, limit: int | None = None
                     closed += 1
                     _finish_after_commit(session)
     return {"closed": closed, "more": False}
+
+
+def session_finish(*, tenant_id, session_id):
+    """A closed session's work, each step idempotent: its bridge (exactly one), extraction of whatever was never
+    extracted, and its Redis buffer dropped. Returns the bridge, None when there is nothing to do."""
+    session = Session.objects.for_tenant(tenant_id).filter(pk=session_id).select_related("tenant").first()
+    if session is None:
+        log.info("finishing session %s skipped: the session is gone", session_id)
+        return None
+    if session.state != Session.State.CLOSED:
+        log.info("finishing session %s skipped: still open", session_id)
+        return None
+    bridge = bridge_write(session=session)
+    # An imported session's messages are extracted by its user's paced import backlog (orchestration/imports.py).
+    pending = [] if session.close_reason == IMPORT_CLOSE_REASON else messages_pending_extraction(
+        tenant_id=tenant_id, session_id=session_id, limit=_MAX_EXTRACTION_ENQUEUE)
+    for mid in pending:
+        task_enqueue("orchestration.tasks.message_extract_task", str(tenant_id), mid)  # idempotent per message
+    try:
+        buffer_delete(tenant_id=session.tenant_id, user_id=session.user_id, session_id=session.pk)
+    except redis.exceptions.RedisError:
+        log.warning("could not drop the buffer of closed session %s; its TTL removes it", session.pk)
+    return bridge

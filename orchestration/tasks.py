@@ -4,33 +4,25 @@ from __future__ import annotations
 
 import logging
 
-import redis
-from celery import shared_task
 from django.conf import settings
 
-from context.bridge import bridge_write
-from context.buffer import buffer_delete
 from infra.errors import AppError
-from infra.task_retry import RETRY_ON, retry_outages
-from sessions.models import Session
+from infra.task_retry import RETRY_ON, service_task
 from tenants.models import Tenant
 
 from .erasure import tenant_erase, tenant_erasure_failed
-from .imports import IMPORT_CLOSE_REASON, import_job_advance, import_job_failed, imports_backlog_next, \
+from .imports import import_job_advance, import_job_failed, imports_backlog_next, \
     imports_backlog_work
-from .messages import message_extract, messages_pending_extraction
+from .messages import message_extract
 from .receipts import receipt_write, receipts_purge
-from .sessions import sessions_close_idle
+from .sessions import session_finish, sessions_close_idle
 
 log = logging.getLogger(__name__)
 
 EXTRACT_MAX_RETRIES = 5
-_MAX_EXTRACTION_ENQUEUE = 1000
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
-             retry_jitter=True, max_retries=EXTRACT_MAX_RETRIES)
-@retry_outages
+@service_task(max_retries=EXTRACT_MAX_RETRIES)
 def message_extract_task(self, tenant_id: str, message_id: str) -> int:
     """Extract one message's memories; returns how many memories it wrote or reinforced."""
     # On the last attempt an unreachable LLM no longer blocks the message: the rules still run.
@@ -44,41 +36,14 @@ def message_extract_task(self, tenant_id: str, message_id: str) -> int:
     return len(result.memory_ids)
 
 
-def session_finish(*, tenant_id, session_id):
-    """A closed session's work, each step idempotent: its bridge (exactly one), extraction of whatever was never
-    extracted, and its Redis buffer dropped. Returns the bridge, None when there is nothing to do."""
-    session = Session.objects.for_tenant(tenant_id).filter(pk=session_id).select_related("tenant").first()
-    if session is None:
-        log.info("finishing session %s skipped: the session is gone", session_id)
-        return None
-    if session.state != Session.State.CLOSED:
-        log.info("finishing session %s skipped: still open", session_id)
-        return None
-    bridge = bridge_write(session=session)
-    # An imported session's messages are extracted by its user's paced import backlog (orchestration/imports.py).
-    pending = [] if session.close_reason == IMPORT_CLOSE_REASON else messages_pending_extraction(
-        tenant_id=tenant_id, session_id=session_id, limit=_MAX_EXTRACTION_ENQUEUE)
-    for mid in pending:
-        message_extract_task.delay(str(tenant_id), mid)  # idempotent per message
-    try:
-        buffer_delete(tenant_id=session.tenant_id, user_id=session.user_id, session_id=session.pk)
-    except redis.exceptions.RedisError:
-        log.warning("could not drop the buffer of closed session %s; its TTL removes it", session.pk)
-    return bridge
-
-
-@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
-             retry_jitter=True, max_retries=5)
-@retry_outages
+@service_task()
 def session_finish_task(self, tenant_id: str, session_id: str) -> str | None:
     """Write the closed session's bridge (exactly one, however often this runs) and finish the session."""
     bridge = session_finish(tenant_id=tenant_id, session_id=session_id)
     return str(bridge.pk) if bridge is not None else None
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=120,
-             retry_jitter=True, max_retries=3)
-@retry_outages
+@service_task(max_retries=3, backoff_max=120)
 def sessions_close_idle_task(self) -> int:
     """Close sessions idle past their tenant's timeout (bounded per run; re-enqueues itself when more remain)."""
     result = sessions_close_idle()
@@ -90,9 +55,7 @@ def sessions_close_idle_task(self) -> int:
 TENANT_ERASE_MAX_RETRIES = 5
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
-             retry_jitter=True, max_retries=TENANT_ERASE_MAX_RETRIES)
-@retry_outages
+@service_task(max_retries=TENANT_ERASE_MAX_RETRIES)
 def tenant_erase_task(self, erasure_id: str) -> str:
     """Erase a tenant a bounded number of users per run, re-enqueueing itself until the tenant is gone; the
     progress is the TenantErasure row. Any run may repeat: erasing is idempotent and resumes where it stopped."""
@@ -114,9 +77,7 @@ def tenant_erase_task(self, erasure_id: str) -> str:
 IMPORT_MAX_RETRIES = 5
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
-             retry_jitter=True, max_retries=IMPORT_MAX_RETRIES)
-@retry_outages
+@service_task(max_retries=IMPORT_MAX_RETRIES)
 def conversations_import_task(self, tenant_id: str, job_id: str) -> str:
     """Write a bounded chunk of an import job's export, then queue the next chunk until the job is done; the
     progress is the job's cursor, so any run may repeat or resume after a crash."""
@@ -137,9 +98,7 @@ def conversations_import_task(self, tenant_id: str, job_id: str) -> str:
     return run.job.status
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
-             retry_jitter=True, max_retries=EXTRACT_MAX_RETRIES)
-@retry_outages
+@service_task(max_retries=EXTRACT_MAX_RETRIES)
 def imports_backlog_task(self, tenant_id: str, user_id: str) -> int:
     """A bounded batch of the user's import backlog (bridges, then extraction), then the next batch after a pause;
     one chain per user, so imported history never takes more than one worker slot (orchestration/imports.py)."""
@@ -150,18 +109,14 @@ def imports_backlog_task(self, tenant_id: str, user_id: str) -> int:
     return result.bridges + result.extracted
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=120,
-             retry_jitter=True, max_retries=3)
-@retry_outages
+@service_task(max_retries=3, backoff_max=120)
 def context_receipt_write_task(self, payload: dict) -> str | None:
     """Write one composed context's receipt (orchestration/receipts.py); its id makes a rerun write nothing."""
     receipt = receipt_write(payload=payload)
     return str(receipt.pk) if receipt is not None else None
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=120,
-             retry_jitter=True, max_retries=3)
-@retry_outages
+@service_task(max_retries=3, backoff_max=120)
 def context_receipts_purge_task(self) -> int:
     """Delete receipts past each tenant's retention, bounded per tenant; runs again while any tenant has more."""
     deleted, more = 0, False

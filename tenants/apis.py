@@ -10,9 +10,7 @@ from infra.openapi import cursor_page
 from infra.pagination import paginate
 from infra.serializer_fields import JsonObjectField, StrictCharField
 
-from .selectors import access_end_user, end_user_list
-from orchestration.erasure import user_erase
-
+from .selectors import end_user_list
 from .services import end_user_create
 
 
@@ -40,15 +38,3 @@ class UserListCreateApi(APIView):
     @extend_schema(responses={200: cursor_page(EndUserOutput)}, operation_id="users_list")
     def get(self, request):
         return paginate(self, request, end_user_list(tenant=request.user.tenant), EndUserOutput, ordering="created_at")
-
-
-class UserDetailApi(APIView):
-    @extend_schema(responses={200: EndUserOutput}, operation_id="users_get")
-    def get(self, request, user_id):
-        return Response(EndUserOutput(access_end_user(tenant=request.user.tenant, user_id=user_id)).data)
-
-    @extend_schema(responses={204: None}, operation_id="users_delete")
-    def delete(self, request, user_id):
-        user = access_end_user(tenant=request.user.tenant, user_id=user_id)
-        user_erase(tenant=request.user.tenant, user=user)
-        return Response(status=status.HTTP_204_NO_CONTENT)

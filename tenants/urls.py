@@ -5,5 +5,4 @@ from . import apis
 
 urlpatterns = [
     path("users", apis.UserListCreateApi.as_view(), name="users"),
-    path("users/<str:user_id>", apis.UserDetailApi.as_view(), name="user-detail"),
 ]

@@ -22,6 +22,7 @@ from django.db.models import F
 
 from infra import clock
 from infra.encryption import unseal
+from infra.task_queue import task_enqueue
 
 from .models import WebhookAttempt, WebhookDelivery, WebhookEndpoint
 from .signing import webhook_headers
@@ -131,9 +132,7 @@ def _claim(tenant_id, delivery_id) -> WebhookDelivery | None:
 
 
 def _enqueue_retry(tenant_id: str, delivery_id: int, countdown: float) -> None:
-    from .tasks import webhook_deliver_task
-
-    webhook_deliver_task.apply_async((tenant_id, delivery_id), countdown=countdown)
+    task_enqueue("webhooks.tasks.webhook_deliver_task", tenant_id, delivery_id, countdown=countdown)
 
 
 def _record(delivery: WebhookDelivery, endpoint: WebhookEndpoint, result: AttemptResult, started_at) -> str:

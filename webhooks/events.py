@@ -17,6 +17,7 @@ from django.db import transaction
 
 from infra import clock
 from infra.secrets import secrets_redact
+from infra.task_queue import task_enqueue
 
 from .models import EventType, WebhookDelivery, WebhookEndpoint
 
@@ -110,10 +111,8 @@ def webhook_event_emit(*, tenant_id, event_type: str, data: dict, content: dict 
 
 
 def _enqueue(tenant_id: str, delivery_ids: list[int]) -> None:
-    from .tasks import webhook_deliver_task
-
     for delivery_id in delivery_ids:
-        webhook_deliver_task.delay(tenant_id, delivery_id)
+        task_enqueue("webhooks.tasks.webhook_deliver_task", tenant_id, delivery_id)
 
 
 def _naming_user(tenant_id, user_id):

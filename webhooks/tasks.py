@@ -7,27 +7,22 @@ from __future__ import annotations
 
 import logging
 
-from celery import shared_task
 from django.conf import settings
 
-from infra.task_retry import RETRY_ON, retry_outages
+from infra.task_retry import service_task
 
 from .delivery import webhook_deliveries_due, webhook_delivery_attempt
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
-             retry_jitter=True, max_retries=5)
-@retry_outages
+@service_task()
 def webhook_deliver_task(self, tenant_id: str, delivery_id: int) -> str:
     """One attempt of one delivery, when it is due; returns the delivery's state (or "skipped")."""
     return webhook_delivery_attempt(tenant_id=tenant_id, delivery_id=delivery_id)
 
 
-@shared_task(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=120,
-             retry_jitter=True, max_retries=3)
-@retry_outages
+@service_task(max_retries=3, backoff_max=120)
 def webhook_deliveries_sweep_task(self) -> int:
     """Queue the overdue pending deliveries (bounded per run); returns how many were queued."""
     due = webhook_deliveries_due(limit=settings.WEBHOOK_SWEEP_BATCH)

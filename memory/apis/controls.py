@@ -2,9 +2,7 @@
 serialize; every id is checked against the caller's tenant and the user in the path."""
 from __future__ import annotations
 
-from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_field, \
-    inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -16,11 +14,8 @@ from infra.serializer_fields import StrictCharField
 from tenants.selectors import access_end_user
 
 from .. import actions
-from orchestration.erasure import user_erase
-from orchestration.export import memory_export
-from orchestration.sessions import access_user_session
-from ..models import MemoryEvent, MemoryKind, MemoryStatus, SourceType
-from ..selectors import MemoryCriteria, access_memory, memory_history, memory_list
+from ..models import MemoryEvent, MemoryKind, MemoryStatus
+from ..selectors import access_memory, memory_history, memory_list
 
 END_USER = MemoryEvent.Actor.END_USER
 
@@ -150,92 +145,3 @@ class UserMemoryDetailApi(APIView):
         actions.memory_delete(tenant=tenant, user=user, memory_id=memory_id, actor_type=END_USER,
                                actor_id=user.external_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-class UserMemoryExportApi(APIView):
-    @extend_schema(responses={200: {"type": "object"}}, operation_id="users_memories_export")
-    def get(self, request, user_id):
-        tenant = request.user.tenant
-        user = access_end_user(tenant=tenant, user_id=user_id)
-        response = Response(memory_export(tenant=tenant, user=user))
-        response["Content-Disposition"] = f'attachment; filename="memories-{user.pk}.json"'
-        return response
-
-
-class ErasureOutput(serializers.Serializer):
-    user_id = serializers.UUIDField()
-    memories = serializers.IntegerField()
-    events = serializers.IntegerField()
-    sessions = serializers.IntegerField()
-    redis_keys = serializers.IntegerField()
-    vector_scope_deleted = serializers.BooleanField()
-    removed = serializers.DictField(help_text="Per store, what the erase removed: database rows by table, vector "
-                                              "points, Redis keys, pending outbox writes, queued webhook payloads.")
-    remaining = serializers.DictField(help_text="The same stores counted again after the erase.")
-    complete = serializers.BooleanField(help_text="The re-check found nothing of the user left.")
-
-
-class UserEraseApi(APIView):
-    @extend_schema(request=None, responses={200: ErasureOutput}, operation_id="users_erase")
-    def post(self, request, user_id):
-        tenant = request.user.tenant
-        user = access_end_user(tenant=tenant, user_id=user_id)
-        return Response(ErasureOutput(user_erase(tenant=tenant, user=user).as_dict()).data)
-
-
-@extend_schema_field({"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]})
-class OneOrManyChoiceField(serializers.ListField):
-    """"fact" or ["fact", "event"]."""
-
-    def __init__(self, *, choices, **kwargs):
-        super().__init__(child=serializers.ChoiceField(choices=choices), allow_empty=False, max_length=20, **kwargs)
-
-    def to_internal_value(self, data):
-        return super().to_internal_value([data] if isinstance(data, str) else data)
-
-
-class MemoryBulkDeleteOutput(serializers.Serializer):
-    matched = serializers.IntegerField(help_text="Matching memories not yet deleted, before this call.")
-    deleted = serializers.IntegerField()
-    sample_ids = serializers.ListField(child=serializers.UUIDField())
-    more = serializers.BooleanField(help_text="More match than one call deletes: call again.")
-    dry_run = serializers.BooleanField()
-
-
-class UserMemoryBulkDeleteApi(APIView):
-    class Input(serializers.Serializer):
-        kind = OneOrManyChoiceField(choices=MemoryKind.values, required=False)
-        source_type = OneOrManyChoiceField(choices=SourceType.values, required=False)
-        session_id = serializers.UUIDField(required=False)
-        created_from = serializers.DateTimeField(required=False, help_text="Created at or after (inclusive).")
-        created_to = serializers.DateTimeField(required=False, help_text="Created before (exclusive).")
-        dry_run = serializers.BooleanField(default=False)
-        limit = serializers.IntegerField(min_value=1, max_value=settings.CONTINUUM_BULK_DELETE_MAX, required=False)
-
-        def validate(self, attrs):
-            if not any(attrs.get(k) for k in ("kind", "source_type", "session_id", "created_from", "created_to")):
-                raise ValidationFailed("Give at least one filter (kind, source_type, session_id, created_from, "
-                                       "created_to); DELETE /memories deletes them all.", code="filter_required")
-            if attrs.get("created_from") and attrs.get("created_to") and attrs["created_from"] >= attrs["created_to"]:
-                raise ValidationFailed("created_from must be before created_to.", code="invalid_range")
-            return attrs
-
-    @extend_schema(request=Input, responses={200: MemoryBulkDeleteOutput}, operation_id="users_memories_bulk_delete",
-                   description="Soft-delete the user's memories matching every given filter, oldest first, at most "
-                               "`limit` per call (`more` says whether to call again). `dry_run: true` returns the "
-                               "count and a sample of ids and deletes nothing.")
-    def post(self, request, user_id):
-        tenant = request.user.tenant
-        user = access_end_user(tenant=tenant, user_id=user_id)
-        data = self.Input(data=request.data)
-        data.is_valid(raise_exception=True)
-        v = data.validated_data
-        session_id = None
-        if v.get("session_id"):
-            session_id = str(access_user_session(tenant=tenant, user=user, session_id=v["session_id"]).pk)
-        criteria = MemoryCriteria(kinds=tuple(v.get("kind") or ()), source_types=tuple(v.get("source_type") or ()),
-                                  session_id=session_id, created_from=v.get("created_from"),
-                                  created_to=v.get("created_to"))
-        result = actions.memories_bulk_delete(tenant=tenant, user=user, criteria=criteria, actor_type=END_USER,
-                                              actor_id=user.external_id, dry_run=v["dry_run"], limit=v.get("limit"))
-        return Response(MemoryBulkDeleteOutput(result).data)

@@ -1,15 +1,11 @@
-"""Routes for end-user memory controls (export and bulk-delete before the detail route, which would take them as
-ids)."""
+"""Routes for end-user memory controls (the root URL conf puts orchestration's export and bulk-delete routes first:
+this detail route would take them as ids)."""
 from django.urls import path
 
 from . import controls
 
 urlpatterns = [
     path("users/<str:user_id>/memories", controls.UserMemoryListApi.as_view(), name="user-memories"),
-    path("users/<str:user_id>/memories/export", controls.UserMemoryExportApi.as_view(), name="user-memories-export"),
-    path("users/<str:user_id>/memories/bulk-delete", controls.UserMemoryBulkDeleteApi.as_view(),
-         name="user-memories-bulk-delete"),
     path("users/<str:user_id>/memories/<str:memory_id>", controls.UserMemoryDetailApi.as_view(),
          name="user-memory-detail"),
-    path("users/<str:user_id>/erase", controls.UserEraseApi.as_view(), name="user-erase"),
 ]

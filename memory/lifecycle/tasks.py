@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import logging
 
-from celery import shared_task
-
-from infra.task_retry import RETRY_ON, retry_outages
+from infra.task_retry import service_task
 from tenants.models import Tenant
 
 from .consolidate import memories_consolidate
@@ -32,12 +30,7 @@ JOBS = {
     "reconcile": vectors_reconcile,
 }
 
-# Outages are worth waiting out; a bug or a refusal is not retried (it would fail the same way).
-TASK_OPTIONS = dict(bind=True, acks_late=True, autoretry_for=RETRY_ON, retry_backoff=True, retry_backoff_max=300,
-                    retry_jitter=True, max_retries=5)
 
-
-@retry_outages
 def run_job(task, job: str, fn, tenant_id: str | None, cursor: str | None) -> dict:
     """Beat's call (no tenant) fans out one task per active tenant; a tenant's call runs one bounded pass of `fn`
     and re-enqueues itself while work remains."""
@@ -57,37 +50,37 @@ def run_job(task, job: str, fn, tenant_id: str | None, cursor: str | None) -> di
     return result
 
 
-@shared_task(**TASK_OPTIONS)
+@service_task()
 def memories_merge_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
     return run_job(self, "merge", JOBS["merge"], tenant_id, cursor)
 
 
-@shared_task(**TASK_OPTIONS)
+@service_task()
 def memories_decay_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
     return run_job(self, "decay", JOBS["decay"], tenant_id, cursor)
 
 
-@shared_task(**TASK_OPTIONS)
+@service_task()
 def memories_expire_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
     return run_job(self, "expire", JOBS["expire"], tenant_id, cursor)
 
 
-@shared_task(**TASK_OPTIONS)
+@service_task()
 def memories_forget_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
     return run_job(self, "forget", JOBS["forget"], tenant_id, cursor)
 
 
-@shared_task(**TASK_OPTIONS)
+@service_task()
 def memories_consolidate_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
     return run_job(self, "consolidate", JOBS["consolidate"], tenant_id, cursor)
 
 
-@shared_task(**TASK_OPTIONS)
+@service_task()
 def vectors_reconcile_task(self, tenant_id: str | None = None, cursor: str | None = None) -> dict:
     return run_job(self, "reconcile", JOBS["reconcile"], tenant_id, cursor)
 
 
-@shared_task(**TASK_OPTIONS)
+@service_task()
 def vectors_vacuum_task(self) -> dict:
     """What was deleted (forgotten, expired, erased memories) leaves the embedded shard's segment files. One store
     for all tenants, so no fan-out; a run with nothing deleted since the last one does nothing."""

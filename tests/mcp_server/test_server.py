@@ -13,7 +13,7 @@ from memory.models import MemoryEvent, MemoryRecord
 from mcp_server.server import ACTIVE_FACTS_URI
 from orchestration.messages import messages_record, source_of
 from orchestration.sessions import session_end, session_start
-from orchestration.tasks import session_finish
+from orchestration.sessions import session_finish
 from sessions.models import BridgeSummary
 from sessions.services import NewMessage
 from tenants.services import end_user_create

@@ -41,7 +41,7 @@ def bob_user(bob):
 
 @pytest.fixture
 def data(alice, alice_user, alice_session, bob, bob_user):
-    from orchestration.tasks import session_finish as _session_finish
+    from orchestration.sessions import session_finish as _session_finish
     from sessions.models import SessionLink, SummaryAnchor
     from sessions.services import NewMessage
     from orchestration.sessions import session_end, session_start

@@ -136,7 +136,7 @@ def test_export_holds_memories_with_provenance_sessions_and_bridges(alice, alice
                     source_message=msg, source_message_ids=[str(msg.pk)])
     controls.memory_update_text(tenant=alice, memory=m, text="I always fly with KLM", actor_type="end_user")
     session_end(tenant=alice, session_id=alice_session.pk)
-    from orchestration.tasks import session_finish as _session_finish
+    from orchestration.sessions import session_finish as _session_finish
 
     _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
 

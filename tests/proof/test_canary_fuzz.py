@@ -78,7 +78,7 @@ def _build_world(make_tenant, django_user_model) -> World:
 
     from orchestration.messages import message_extract
     from memory.actions import memory_create
-    from orchestration.tasks import session_finish as _session_finish
+    from orchestration.sessions import session_finish as _session_finish
     from sessions.services import NewMessage
     from orchestration.sessions import session_end, session_start
     from orchestration.messages import messages_record

@@ -10,7 +10,7 @@ from orchestration.messages import message_extract
 from memory.models import MemoryRecord
 from orchestration.messages import messages_record
 from orchestration.sessions import session_end
-from orchestration.tasks import session_finish
+from orchestration.sessions import session_finish
 from sessions.models import BridgeSummary
 from sessions.services import NewMessage
 

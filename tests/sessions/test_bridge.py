@@ -13,12 +13,12 @@ from django.db import connection
 
 from infra.errors import ServiceUnavailable
 from context import bridge as bridge_mod
-from orchestration import tasks as tasks_mod
+from orchestration import sessions as tasks_mod  # session_finish lives with the other session services
 from context.bridge import extractive_bridge
 from context.buffer import buffer_add_subgoal, buffer_complete_subgoal, buffer_get, buffer_update_notes
 from sessions.models import BridgeSummary, Session
 from sessions.services import NewMessage
-from orchestration.tasks import session_finish as _session_finish
+from orchestration.sessions import session_finish as _session_finish
 from orchestration.sessions import session_end
 from orchestration.messages import messages_record
 from orchestration.tasks import session_finish_task as bridge_write_task

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestration.tasks import session_finish as _session_finish
+from orchestration.sessions import session_finish as _session_finish
 from context.links import reference_in
 from sessions.models import Session, SessionLink
 from sessions.services import NewMessage

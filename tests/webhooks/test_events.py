@@ -137,7 +137,8 @@ def test_an_unknown_event_type_is_a_bug(alice):
 def test_closing_a_session_writing_its_bridge_and_erasing_the_user_emit_once_each(alice, alice_user, alice_session,
                                                                                    hook, monkeypatch):
     from orchestration.erasure import user_erase
-    from orchestration.tasks import message_extract_task, session_finish
+    from orchestration.sessions import session_finish
+    from orchestration.tasks import message_extract_task
 
     monkeypatch.setattr(message_extract_task, "delay", lambda *args: None)  # extraction is not under test here
 

@@ -12,14 +12,14 @@ from infra.pagination import paginate
 from infra.serializer_fields import JsonObjectField, StrictCharField
 from tenants.selectors import access_end_user
 
-from . import import_formats
-from .models import Message
-from .selectors import access_import_job, access_session, message_list, session_list
-from orchestration.imports import import_job_create, imports_backlog_pending
-from orchestration.messages import messages_record
-from orchestration.sessions import session_end, session_start
+from sessions import import_formats
+from sessions.models import Message
+from sessions.selectors import access_import_job, access_session, message_list, session_list
+from sessions.services import NewMessage
 
-from .services import NewMessage
+from ..imports import import_job_create, imports_backlog_pending
+from ..messages import messages_record
+from ..sessions import session_end, session_start
 
 
 class SessionOutput(serializers.Serializer):

@@ -7,14 +7,13 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from context.links import link_list
 from infra.errors import ValidationFailed
 from memory.apis.serializers import RetrievedMemoryOutput
-
-from orchestration.context import turn_context
 from sessions.models import BridgeSummary
 from sessions.selectors import access_session
 
-from .links import link_list
+from ..context import turn_context
 
 
 def _only_params(request, allowed: set[str]) -> None:

@@ -1,0 +1,92 @@
+"""The standing profile: a user's active preferences, instructions and key facts, one current value per subject.
+
+A standing instruction ("always answer in metric units") must reach every turn, whether or not the turn's words
+resemble the turn where it was given; similarity search alone cannot promise that. The profile is therefore read
+by kind and status, not by query, and shown in a bounded section of its own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from infra.tokens import count_tokens
+from tenants.models import EndUser, Tenant
+
+from .models import MemoryKind, MemoryRecord, MemoryStatus, SourceType
+from .provenance import provenance_line
+
+# Procedures are how the user wants things done (instructions), then what they like, then what is true of them.
+PROFILE_KINDS = (MemoryKind.PROCEDURE, MemoryKind.PREFERENCE, MemoryKind.FACT)
+_KIND_ORDER = {k.value: i for i, k in enumerate(PROFILE_KINDS)}
+# The assistant's own words are never facts about the user; what the user said outranks what was inferred.
+PROFILE_SOURCES = (SourceType.USER_STATED, SourceType.SYSTEM, SourceType.TOOL_RESULT, SourceType.INFERRED)
+_SOURCE_ORDER = {s.value: i for i, s in enumerate(PROFILE_SOURCES)}
+PROFILE_SCAN_MAX = 500  # rows read per call: a profile is a summary, not an archive
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    memory_id: str
+    kind: str
+    subject: str
+    text: str
+    source_type: str
+    confidence: float
+    created_at: datetime
+    session_id: str | None
+    source_message_id: str | None
+
+    @property
+    def provenance(self) -> str:
+        return provenance_line(source_type=self.source_type, created_at=self.created_at, session_number=None)
+
+
+def _key(m: MemoryRecord) -> tuple:
+    """Two rows say the same thing when they share kind and subject, or (without a subject) their words."""
+    if m.subject:
+        return (m.kind, m.subject.strip().lower())
+    return (m.kind, "", " ".join(m.text.lower().split()).rstrip("."))
+
+
+def profile_select(*, tenant: Tenant, user: EndUser, limit: int = 30) -> list[ProfileEntry]:
+    """The user's standing profile, most binding first: per kind, stated before inferred, then the more
+    confident and the newer. Only the newest active row of a subject is kept (supersede keeps it current)."""
+    rows = (MemoryRecord.objects.for_tenant(tenant)
+            .filter(user=user, status=MemoryStatus.ACTIVE, kind__in=[k.value for k in PROFILE_KINDS],
+                    source_type__in=[s.value for s in PROFILE_SOURCES])
+            .order_by("-created_at", "id")
+            .only("id", "kind", "subject", "text", "source_type", "confidence", "created_at", "session_id",
+                  "source_message_id")[:PROFILE_SCAN_MAX])
+    newest: dict[tuple, MemoryRecord] = {}
+    for m in rows:  # newest first: the first row of a key is its current value
+        newest.setdefault(_key(m), m)
+    chosen = sorted(newest.values(), key=lambda m: (_KIND_ORDER[m.kind], _SOURCE_ORDER[m.source_type],
+                                                    -m.confidence, -m.created_at.timestamp()))
+    return [ProfileEntry(memory_id=str(m.pk), kind=m.kind, subject=m.subject, text=m.text,
+                         source_type=m.source_type, confidence=m.confidence, created_at=m.created_at,
+                         session_id=str(m.session_id) if m.session_id else None,
+                         source_message_id=str(m.source_message_id) if m.source_message_id else None)
+            for m in chosen[:limit]]
+
+
+def profile_line(entry: ProfileEntry) -> str:
+    return f"- [{entry.kind}] {entry.text} ({entry.provenance})"
+
+
+def profile_render(entries: list[ProfileEntry], *, limit_tokens: int,
+                   header: str = "What you know about the user (standing profile):") -> tuple[str, int, list]:
+    """The profile as one section within limit_tokens: whole lines in rank order, nothing cut mid-line.
+    Returns (text, tokens, entries shown)."""
+    if not entries:
+        return "", 0, []
+    lines, kept = [header], []
+    for e in entries:
+        candidate = "\n".join(lines + [profile_line(e)])
+        if count_tokens(candidate) > limit_tokens:
+            break
+        lines.append(profile_line(e))
+        kept.append(e)
+    if not kept:
+        return "", 0, []
+    text = "\n".join(lines)
+    return text, count_tokens(text), kept

@@ -1,0 +1,1 @@
+"""REST views of the flows orchestration owns: sessions and their messages, imports, context, erasure."""

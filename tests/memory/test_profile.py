@@ -1,0 +1,65 @@
+"""The standing profile: current values only, stated before inferred, never the assistant's words, bounded."""
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from memory.actions import memory_create, memory_supersede
+from memory.models import MemoryEvent
+from memory.profile import profile_render, profile_select
+
+pytestmark = pytest.mark.django_db
+T0 = datetime(2024, 3, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def _make(tenant, user, kind, text, *, source_type="user_stated", subject="", minutes=0, confidence=0.8):
+    return memory_create(tenant=tenant, user=user, kind=kind, text=text, source_type=source_type, subject=subject,
+                         confidence=confidence, created_at=T0 + timedelta(minutes=minutes))
+
+
+def test_profile_holds_instructions_preferences_and_facts_but_no_events(alice, alice_user):
+    _make(alice, alice_user, "procedure", "Ada wants answers in metric units.")
+    _make(alice, alice_user, "preference", "Ada prefers aisle seats.", minutes=1)
+    _make(alice, alice_user, "fact", "Ada lives in Lisbon.", subject="home city", minutes=2)
+    _make(alice, alice_user, "event", "Ada: I went to the dentist today.", minutes=3)
+    texts = [e.text for e in profile_select(tenant=alice, user=alice_user)]
+    assert texts == ["Ada wants answers in metric units.", "Ada prefers aisle seats.", "Ada lives in Lisbon."]
+
+
+def test_profile_keeps_the_current_value_of_a_subject(alice, alice_user):
+    old = _make(alice, alice_user, "fact", "Ada lives in Lisbon.", subject="home city")
+    new = _make(alice, alice_user, "fact", "Ada lives in Porto.", subject="home city", minutes=5)
+    memory_supersede(old=old, new=new, actor_type=MemoryEvent.Actor.SYSTEM)
+    assert [e.text for e in profile_select(tenant=alice, user=alice_user)] == ["Ada lives in Porto."]
+
+
+def test_profile_never_holds_the_assistants_words_and_ranks_stated_before_inferred(alice, alice_user):
+    _make(alice, alice_user, "preference", "Ada may like quiet rooms.", source_type="inferred", confidence=0.9)
+    _make(alice, alice_user, "preference", "Ada prefers window tables.", minutes=1, confidence=0.6)
+    _make(alice, alice_user, "event", "I booked the flight.", source_type="assistant", minutes=2)
+    texts = [e.text for e in profile_select(tenant=alice, user=alice_user)]
+    assert texts == ["Ada prefers window tables.", "Ada may like quiet rooms."]
+
+
+def test_profile_is_scoped_to_its_tenant_and_user(alice, alice_user, bob):
+    from tenants.services import end_user_create
+
+    other = end_user_create(tenant=alice, external_id="someone-else")
+    _make(alice, other, "preference", "Someone else prefers tea.")
+    bob_user = end_user_create(tenant=bob, external_id="alice-user-1")
+    _make(bob, bob_user, "preference", "Bob's user prefers coffee.")
+    assert profile_select(tenant=alice, user=alice_user) == []
+
+
+def test_profile_render_keeps_whole_lines_within_its_limit(alice, alice_user):
+    for i in range(12):
+        _make(alice, alice_user, "preference", f"Ada prefers option number {i} for the project layout.", minutes=i)
+    entries = profile_select(tenant=alice, user=alice_user)
+    text, tokens, kept = profile_render(entries, limit_tokens=60)
+    from infra.tokens import count_tokens
+
+    assert 0 < len(kept) < len(entries)
+    assert tokens == count_tokens(text) <= 60
+    assert all(e.text in text for e in kept)
+    assert profile_render(entries, limit_tokens=3) == ("", 0, [])
