@@ -112,7 +112,21 @@ def main(argv=None) -> dict:
         timings[on].append(time.perf_counter() - started)
         assert r.status_code == 200, r.content
     receipts_wait(timeout=60)
-    out = {"turn": "GET /context (retrieval + composition)", "memories": args.memories,
+    # What the request thread itself spends on a receipt: building it from the composed context.
+    from orchestration import context as composing
+    from orchestration.receipts import receipt_build
+
+    captured = {}
+    real_build = composing.receipt_build
+    composing.receipt_build = lambda **kw: captured.update(kw) or real_build(**kw)
+    composing.turn_context(tenant=tenant, session=session, new_input=QUESTIONS[0])
+    composing.receipt_build = real_build
+    builds = []
+    for _ in range(200):
+        started = time.perf_counter()
+        receipt_build(**captured)
+        builds.append(time.perf_counter() - started)
+    out = {"receipt_build": {**_ms(builds), "items": len(real_build(**captured)["items"])},"turn": "GET /context (retrieval + composition)", "memories": args.memories,
            "receipts_on": _ms(timings[True]), "receipts_off": _ms(timings[False]),
            "receipts_published": len(published), "database": settings.DATABASES["default"]["ENGINE"].rsplit(".")[-1],
            "embedder": settings.EMBEDDING_MODEL}

@@ -57,6 +57,7 @@ def turn_context(*, tenant, session, new_input: str, budget=None, tools: list[di
     ctx = context_compose(tenant=tenant, session=session, new_input=new_input, budget=plan, tools=tools,
                           system_prompt=system_prompt, buffer=buf, memories=memories, memory_status=status,
                           prompt_apart=prompt_apart)
-    receipt_record_later(receipt_build(tenant=tenant, session=session, surface=surface, query=query, ctx=ctx,
-                                       retrieved=memories, left_out=left_out))
+    if settings.CONTINUUM_RECEIPTS:
+        receipt_record_later(receipt_build(tenant=tenant, session=session, surface=surface, query=query, ctx=ctx,
+                                           retrieved=memories, left_out=left_out))
     return ctx
