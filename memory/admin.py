@@ -92,7 +92,7 @@ class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
         (None, {"fields": ("text", "kind", "status", "tenant", "user_link", "subject", "value")}),
         ("Provenance", {"fields": ("source_type", "provenance", "source_messages", "extractor",
                                    "extractor_version", "created_at")}),
-        ("Lifecycle", {"fields": ("receipts", "confidence", "importance", "expires_at", "last_accessed_at",
+        ("Lifecycle", {"fields": ("receipts", "valid_from", "valid_to", "confidence", "importance", "expires_at", "last_accessed_at",
                                   "access_count",
                                   "reinforcement_count", "status_changed_at", "superseded_by_link",
                                   "superseded_list", "updated_at")}),
@@ -100,7 +100,8 @@ class MemoryRecordAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     readonly_fields = ("kind", "status", "tenant", "user_link", "subject", "value", "source_type", "provenance",
                        "source_messages", "extractor", "extractor_version", "created_at", "confidence",
                        "importance", "expires_at", "last_accessed_at", "access_count", "reinforcement_count",
-                       "status_changed_at", "superseded_by_link", "superseded_list", "updated_at", "receipts")
+                       "status_changed_at", "superseded_by_link", "superseded_list", "updated_at", "receipts",
+                       "valid_from", "valid_to")
     inlines = [MemoryEventInline]
     actions = ["approve", "reject", "expire", "delete_memories", "restore"]
 
