@@ -33,6 +33,7 @@ def _args(argv=None):
     p.add_argument("--turns", type=int, default=60, help="turns measured with receipts on, and as many off")
     p.add_argument("--memories", type=int, default=60)
     p.add_argument("--json", dest="json_path")
+    p.add_argument("--show", action="store_true", help="also print one turn's receipt as the API returns it")
     return p.parse_args(argv)
 
 
@@ -117,6 +118,7 @@ def main(argv=None) -> dict:
     from orchestration.receipts import receipt_build
 
     captured = {}
+    settings.CONTINUUM_RECEIPTS = True
     real_build = composing.receipt_build
     composing.receipt_build = lambda **kw: captured.update(kw) or real_build(**kw)
     composing.turn_context(tenant=tenant, session=session, new_input=QUESTIONS[0])
@@ -132,6 +134,12 @@ def main(argv=None) -> dict:
            "embedder": settings.EMBEDDING_MODEL}
     out["p50_delta_ms"] = round(out["receipts_on"]["p50_ms"] - out["receipts_off"]["p50_ms"], 2)
     print(json.dumps(out, indent=2))
+    if args.show:  # one receipt written where it is made (the task run eagerly), read back through the API
+        settings.CELERY_TASK_ALWAYS_EAGER = settings.CONTINUUM_RECEIPTS = True
+        tasks.context_receipt_write_task.delay = real_delay
+        client.get(url, {"input": QUESTIONS[0]})
+        receipt = client.get(f"/api/v1/sessions/{session.pk}/receipts", {"limit": 1}).json()["results"][0]
+        print(json.dumps(receipt, indent=2))
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(out, indent=2))
     return out
