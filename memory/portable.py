@@ -79,7 +79,7 @@ def memories_import(*, tenant: Tenant, user: EndUser, items: list[ImportedMemory
     in_file = {i.id for i in items}
     rows = [MemoryRecord(
         id=i.id, tenant=tenant, user=user, kind=i.kind, text=memory_text_clean(i.text),
-        subject=subject_normalize(i.subject), value=i.value[:2000], confidence=float(i.confidence),
+        subject=subject_normalize(i.subject)[:200], value=i.value[:2000], confidence=float(i.confidence),
         importance=float(i.importance), source_type=i.source_type, source_message_id=i.source_message_id,
         source_message_ids=list(i.source_message_ids), session_id=i.session_id, created_at=i.created_at,
         valid_from=i.valid_from or i.created_at, valid_to=i.valid_to, status=i.status, status_changed_at=now,
@@ -96,7 +96,9 @@ def memories_import(*, tenant: Tenant, user: EndUser, items: list[ImportedMemory
         MemoryRecord.objects.bulk_create(rows)
         # The history as it happened, not replayed: replaying would announce years of changes to webhooks.
         events = [MemoryEvent(tenant=tenant, user=user, memory_id=i.id, memory_uuid=i.id,
-                              action=e["action"], actor_type=e.get("actor_type") or MemoryEvent.Actor.SYSTEM,
+                              action=e["action"],
+                              actor_type=(e.get("actor_type") if e.get("actor_type") in MemoryEvent.Actor.values
+                                          else MemoryEvent.Actor.SYSTEM),
                               actor_id=str(e.get("actor_id") or "")[:255], before=e.get("before"),
                               after=e.get("after"), note=str(e.get("note") or "")[:255], created_at=e["at"])
                   for i in new for e in i.history if e.get("action") in MemoryEvent.Action.values]

@@ -103,6 +103,16 @@ _REQUIRED = {"session": ("ref", "opened_at"), "message": ("ref", "session_ref", 
              "memory": ("ref", "kind", "text", "status", "source_type", "created_at")}
 
 
+# The type every field that has a value must have (booleans are not numbers here).
+_STR = (str,)
+_TYPES = {**{k: _STR for k in ("ref", "session_ref", "role", "content", "created_at", "opened_at", "closed_at",
+                               "kind", "text", "status", "source_type", "subject", "value", "valid_from", "valid_to",
+                               "expires_at", "superseded_by_ref", "source_message_ref", "title", "goal", "name",
+                               "external_id", "last_accessed_at", "extractor", "extractor_version")},
+          "confidence": (int, float), "importance": (int, float), "access_count": (int,),
+          "reinforcement_count": (int,), "metadata": (dict,), "history": (list,), "source_message_refs": (list,)}
+
+
 def _when(value, where: str) -> datetime | None:
     if value in (None, ""):
         return None
@@ -119,7 +129,10 @@ def portable_read(lines: Iterable[str | bytes]) -> PortableFile:
     """Every line parsed and checked before anything is written; the first problem is a 400 naming its line."""
     found: PortableFile | None = None
     for number, raw in enumerate(lines, 1):
-        text = raw.decode("utf-8", errors="strict") if isinstance(raw, bytes) else raw
+        try:
+            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+        except UnicodeDecodeError:
+            raise ValidationFailed(f"Line {number} is not UTF-8.", code="invalid_export")
         if not text.strip():
             continue
         try:
@@ -137,6 +150,12 @@ def portable_read(lines: Iterable[str | bytes]) -> PortableFile:
         missing = [k for k in _REQUIRED[kind] if obj.get(k) in (None, "")]
         if missing:
             raise ValidationFailed(f"Line {number} ({kind}) lacks {', '.join(missing)}.", code="invalid_export")
+        wrong = [k for k, types in _TYPES.items() if k in obj and obj[k] is not None and not isinstance(obj[k], types)]
+        if wrong:
+            raise ValidationFailed(f"Line {number} ({kind}): {', '.join(wrong)} of the wrong type.",
+                                   code="invalid_export")
+        if kind == "message" and obj["role"] not in Message.Role.values:
+            raise ValidationFailed(f"Line {number}: unknown role {obj['role']!r}.", code="invalid_export")
         {"session": found.sessions, "message": found.messages, "memory": found.memories}[kind].append(
             {**obj, "_line": number})
     if found is None:

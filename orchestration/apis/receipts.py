@@ -1,7 +1,7 @@
 """A session's context receipts: what memory each composed context was given, and what was left out."""
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.views import APIView
 
@@ -37,11 +37,11 @@ class ReceiptOutput(serializers.Serializer):
     included = serializers.SerializerMethodField()
     left_out = serializers.SerializerMethodField()
 
-    @extend_schema(responses=ReceiptItemOutput(many=True))
+    @extend_schema_field(ReceiptItemOutput(many=True))
     def get_included(self, obj):
         return ReceiptItemOutput([i for i in obj.items.all() if i.included], many=True).data
 
-    @extend_schema(responses=ReceiptItemOutput(many=True))
+    @extend_schema_field(ReceiptItemOutput(many=True))
     def get_left_out(self, obj):
         return ReceiptItemOutput([i for i in obj.items.all() if not i.included], many=True).data
 

@@ -188,3 +188,18 @@ def test_a_secret_in_a_file_is_never_stored(alice, alice_user, alice_client, bob
 
 def test_another_tenant_cannot_export_a_users_memories(alice_user, bob_client):
     assert bob_client.get(f"/api/v1/users/{alice_user.pk}/memories/export.jsonl").status_code == 404
+
+
+@pytest.mark.parametrize("broken", [b"\xff\xfe not utf-8", b'{"type": "memory", "ref": "x", "kind": "fact", '
+                                    b'"text": "t", "status": "active", "source_type": "user_stated", '
+                                    b'"created_at": "2024-01-01T00:00:00Z", "confidence": "high"}',
+                                    b'{"type": "message", "ref": "m", "session_ref": "s", "role": "narrator", '
+                                    b'"content": "x", "created_at": "2024-01-01T00:00:00Z"}',
+                                    b'{"type": "session", "ref": "s", "opened_at": 20240101}'])
+def test_wrong_types_and_encodings_are_a_400_not_a_500(alice, alice_user, alice_client, bob, bob_client, history,
+                                                       broken):
+    lines = export(alice_client, alice_user.pk).splitlines()
+    r = import_(bob_client, b"\n".join([*lines, broken]))
+    assert r.status_code == 400, r.content
+    assert r.json()["error"]["code"] == "invalid_export"
+    assert not MemoryRecord.objects.for_tenant(bob).exists()
