@@ -5,6 +5,7 @@ from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.views import APIView
 
+from infra.openapi import cursor_page
 from infra.pagination import paginate
 from sessions.selectors import access_session
 
@@ -47,7 +48,7 @@ class ReceiptOutput(serializers.Serializer):
 
 
 class SessionReceiptsApi(APIView):
-    @extend_schema(responses={200: ReceiptOutput(many=True)}, operation_id="sessions_receipts",
+    @extend_schema(responses={200: cursor_page(ReceiptOutput)}, operation_id="sessions_receipts",
                    description="Receipts of the session's composed contexts, newest first: the memories each "
                                "context included (rank, score parts, tokens, source messages) and those left out "
                                "for budget. Kept for the tenant's receipt retention.")
