@@ -28,6 +28,18 @@ class TurnToolCallOutput(serializers.Serializer):
     step = serializers.IntegerField()
 
 
+class MemoryUsedOutput(serializers.Serializer):
+    memory_id = serializers.CharField()
+    kind = serializers.CharField()
+    text = serializers.CharField()
+    provenance = serializers.CharField()
+
+
+class GroundingChangeOutput(serializers.Serializer):
+    sentence = serializers.CharField()
+    replaced_by = serializers.CharField(allow_blank=True, help_text="Empty when the sentence was dropped.")
+
+
 class TurnOutput(serializers.Serializer):
     session_id = serializers.UUIDField(source="session.id")
     user_message_id = serializers.UUIDField(source="user_message.id")
@@ -37,6 +49,9 @@ class TurnOutput(serializers.Serializer):
     steps = serializers.IntegerField(source="loop.steps")
     tool_calls = TurnToolCallOutput(source="loop.tool_calls", many=True)
     memories = RetrievedMemoryOutput(many=True)
+    memories_used = MemoryUsedOutput(many=True, help_text="The memories the answer draws on.")
+    grounding = GroundingChangeOutput(many=True, help_text="Sentences that claimed an action no tool call of the "
+                                                           "turn did, and what replaced them.")
     breakdown = serializers.DictField(child=serializers.IntegerField())
     total_tokens = serializers.IntegerField()
     budget = serializers.IntegerField(allow_null=True)

@@ -8,19 +8,21 @@ from typing import Callable
 
 from django.conf import settings
 
+from context.buffer import buffer_record_tool
 from infra.errors import LLMNotConfigured, ValidationFailed
 from infra.llm import llm_configured, llm_priority
 from infra.quotas import input_tokens_check, quota_charge_tokens
 from infra.tokens import truncate_to_tokens
-from context.buffer import buffer_record_tool
+from memory.profile import profile_render, profile_select
 from orchestration.context import turn_context
 from orchestration.messages import messages_record
 from sessions.models import Message, Session
 from sessions.selectors import message_list
 from sessions.services import NewMessage
 
+from .grounding import Grounding
 from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, react_run
-from .tools import ToolContext, outcome_summary, tool_definitions, tool_execute
+from .tools import ToolContext, outcome_summary, tool_actions, tool_definitions, tool_execute
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,8 @@ class TurnResult:
     assistant_message: Message
     recorded: list[Message]  # every message this turn stored, in order (imports, user, loop, answer)
     memories: list  # RetrievedMemory: those composed into the context, then those the recall tool found
+    memories_used: list  # of those and the standing profile, the ones the answer draws on
+    grounding: list  # {sentence, replaced_by ("" when dropped)}: claims no call of the turn made good
     breakdown: dict
     total_tokens: int
     budget: int | None
@@ -54,10 +58,15 @@ ASSISTANT_GUIDANCE = (
     "when the context does not already hold what you need. These tools reach this user's memory and this "
     "session's notes, nothing outside: never say you found, booked or changed anything that no tool result shows.")
 CLIENT_SYSTEM_TOKENS = 1_000
+# The standing profile rides in the system prompt, bounded: about fifteen one-line memories, a summary rather than
+# an archive (the recall tool reaches the rest).
+PROFILE_TOKENS = 300
 
 
-def _system_prompt(client_system: str) -> str:
+def _system_prompt(client_system: str, profile: str = "") -> str:
     parts = [settings.CONTINUUM_SYSTEM_PROMPT, ASSISTANT_GUIDANCE]
+    if profile:
+        parts.append(profile)
     if client_system.strip():
         # The client's own instructions come last: under a tight budget they are cut before ours.
         parts.append("Instructions from the chat client:\n" + truncate_to_tokens(client_system.strip(),
@@ -121,10 +130,13 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
 
     # The context is composed before the input is stored, so the input appears once: as the new turn.
     tools = tool_definitions()
+    # What is known of the user reaches every turn and its closing call, whatever the input's words.
+    profile = profile_select(tenant=tenant, user=session.user)
+    profile_text, _, profile_shown = profile_render(profile, limit_tokens=PROFILE_TOKENS)
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
     ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools,
-                       system_prompt=_system_prompt(client_system), rewrite_query=False, prompt_apart=True,
-                       surface=surface)
+                       system_prompt=_system_prompt(client_system, profile_text), rewrite_query=False,
+                       prompt_apart=True, surface=surface)
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
     # sent); what the loop adds on top is charged once it is known.
     quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)
@@ -140,12 +152,18 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
 
         tools_ctx = ToolContext(tenant=tenant, user=session.user, session=session, user_message=user_message,
                                 goal=ctx.goal or session.goal or "")
+        name = (session.user.display_name or "").strip()
+        grounding = Grounding(actions_of=tool_actions, ignore=tuple(name.split()),
+                              sources=[*(e.text for e in profile_shown), *(m.text for m in ctx.memories),
+                                       # the conversation and what the context holds, not our own instructions
+                                       *(str(m.get("content") or "") for m in ctx.messages[1:])])
         loop = react_run(messages=ctx.messages, tools=tools,
                          execute=lambda name, args: tool_execute(tools_ctx, name, args), model=model,
                          # A caller may ask for fewer steps than the deployment allows, never more.
                          limits=LoopLimits.from_settings(max_steps=min(max_steps or settings.ASSISTANT_MAX_STEPS,
                                                                        settings.ASSISTANT_MAX_STEPS)),
-                         on_delta=on_delta, cancel=cancel, describe=outcome_summary)
+                         on_delta=on_delta, cancel=cancel, describe=outcome_summary, grounding=grounding,
+                         closing_note=profile_text)
 
     spent = loop.usage.get("prompt_tokens", 0) + loop.usage.get("completion_tokens", 0)
     quota_charge_tokens(tenant=tenant, tokens=spent - ctx.total_tokens, enforce=False)
@@ -164,7 +182,10 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
         if str(m.memory_id) not in seen:
             seen.add(str(m.memory_id))
             memories.append(m)
+    known = memories + [e for e in profile_shown if e.memory_id not in seen]
     return TurnResult(session=session, user_message=user_message, reply=loop.content, assistant_message=answer,
-                      recorded=recorded, memories=memories, breakdown=dict(ctx.breakdown),
+                      recorded=recorded, memories=memories, memories_used=grounding.used(loop.content, known),
+                      grounding=[{"sentence": a, "replaced_by": b} for a, b in grounding.changes],
+                      breakdown=dict(ctx.breakdown),
                       total_tokens=ctx.total_tokens, budget=ctx.budget, memory_status=ctx.memory_status, loop=loop,
                       usage=dict(loop.usage))

@@ -16,6 +16,10 @@ model reads of the memories: the rendered block with its headings, dates and nei
 included). No LLM is used unless --use-llm is given and one is configured.
 
     .venv/bin/python bench/locomo.py [DATASET] [--json out.json] [--database-url URL] [--reuse-dir DIR]
+        [--misses misses.json]
+
+DATASET may be the product-shaped set (bench/product_set.py writes bench/data/product-dev.json): its questions carry
+a `type` (across-sessions, temporal, standing, update, single-session) and figures are reported by type as well.
 
 With --reuse-dir the imported data is kept for the next run: the Edge folder (and the SQLite file) live in DIR,
 and DIR/imported.json names the tenant and users; a run that finds it skips the import. Give the same
@@ -40,6 +44,7 @@ DEFAULT_DATASET = REPO.parent / "shared" / "bench" / "locomo-dev.json"
 KS = (5, 10, 20)
 BUDGETS = (500, 1000, 2000)
 CATEGORIES = (1, 2, 3, 4)
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
 
 def _args(argv=None):
@@ -62,6 +67,12 @@ def _args(argv=None):
     p.add_argument("--drop-assistant-turns", action="store_true",
                    help="with --shape assistant: keep only the user's words (what the product did before it kept "
                         "the assistant's turns), for a side-by-side figure")
+    p.add_argument("--misses", default="", metavar="FILE",
+                   help="write the questions not fully answered within 1,000 tokens here (JSON): type, evidence "
+                        "turns and their text, and what was returned")
+    p.add_argument("--no-profile", action="store_true",
+                   help="leave the standing profile out of each budget (for a figure without it); by default each "
+                        "budget holds the profile section first, as a composed context does, and retrieval the rest")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch CPU threads (more threads than idle cores make one short query ~20x slower)")
     return p.parse_args(argv)
@@ -201,6 +212,20 @@ def memory_dia_ids(memory, dia_of: dict[str, str]) -> set[str]:
     return {dia_of[i] for i in ids if i in dia_of}
 
 
+def question_type(qa: dict) -> str:
+    """A product-set question names its type; a LoCoMo question is named by its category."""
+    return qa.get("type") or CATEGORY_NAMES.get(qa.get("category"), str(qa.get("category")))
+
+
+def _miss(sample_id: str, qa: dict, evidence: set[str], found: set[str], got: list, dia_of: dict,
+          text_of: dict) -> dict:
+    """One question not fully answered within 1,000 tokens: what it needed, and what came back instead."""
+    return {"sample": sample_id, "question": qa["question"], "answer": qa.get("answer"), "type": question_type(qa),
+            "evidence": {d: text_of.get(d, "") for d in sorted(evidence)}, "missing": sorted(evidence - found),
+            "returned": [{"turns": sorted(memory_dia_ids(m, dia_of)), "kind": m.kind, "score": m.score,
+                          "text": m.text, "neighbours": list(m.neighbours)} for m in got]}
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -260,20 +285,20 @@ def main(argv=None) -> dict:
     _setup_django(args, workdir)
 
     import numpy as np
+    import torch
 
+    from context.composer import ContextBudget, memory_section_overhead
     from infra.embedder import get_embedder, set_embedder
     from infra.tokens import count_tokens
+    from infra.vector_store import Scope, get_vector_store
     from memory.models import MemoryRecord
+    from memory.profile import profile_budget, profile_render, profile_select
     from memory.rendering import memories_block
     from memory.retrieval import memory_retrieve_for_users
-    from infra.vector_store import Scope, get_vector_store
-    from sessions.turn_reads import turns_around
-    from context.composer import ContextBudget, memory_section_overhead
     from sessions.models import Message
+    from sessions.turn_reads import turns_around
     from tenants.models import EndUser, Tenant
     from tenants.services import tenant_create
-
-    import torch
 
     torch.set_num_threads(max(1, args.torch_threads))
     from django.conf import settings
@@ -333,6 +358,10 @@ def main(argv=None) -> dict:
             "tokens": {b: [] for b in BUDGETS}, "latency_ms": []}
     full_tokens, questions = [], 0
     by_category: dict[int, list[float]] = {c: [] for c in CATEGORIES}
+    by_type: dict[str, list[float]] = {}
+    base_by_type: dict[str, list[float]] = {}
+    answer_shown: dict[str, list[bool]] = {}  # short answers only: does the text the model reads contain it?
+    misses: list[dict] = []
     for sample in data:
         conv = sample["conversation"]
         users = list(users_by_sample[sample["sample_id"]].values())
@@ -345,6 +374,7 @@ def main(argv=None) -> dict:
         matrix = np.array(embedder.embed(lines), dtype=np.float32)
         embedder.caching = False
         line_tokens = [count_tokens(line) for line in lines]
+        text_of = {t["dia_id"]: f"{t['speaker']}: {turn_content(t)}" for t in turns}
         for qa in sample["qa"]:
             if qa.get("category") not in CATEGORIES or not qa.get("evidence"):
                 continue
@@ -378,20 +408,37 @@ def main(argv=None) -> dict:
                 ours["recall_at"][k].append(evidence_recall(evidence, found))
             for budget in BUDGETS:
                 start = time.perf_counter()
+                # The standing profile first, in its own bounded section (read by kind, not by the question, as a
+                # composed context reads it on every turn); retrieval fills what is left of the budget.
+                shown, profile_tokens, profile_text = [], 0, ""
+                if not args.no_profile:
+                    entries = [e for u in users for e in profile_select(tenant=tenant, user=u)]
+                    profile_text, profile_tokens, shown = profile_render(entries, limit_tokens=profile_budget(budget))
                 got = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=1000,
-                                                token_budget=budget, record_access=False, neighbours=turns_around)
+                                                token_budget=budget - profile_tokens, record_access=False,
+                                                neighbours=turns_around)
                 elapsed = (time.perf_counter() - start) * 1000
                 if budget == 1000:
                     ours["latency_ms"].append(elapsed)
                 found = set().union(*[memory_dia_ids(m, dia_of) for m in got]) if got else set()
+                found |= {dia_of[e.source_message_id] for e in shown if e.source_message_id in dia_of}
                 r = evidence_recall(evidence, found)
                 ours["recall_within"][budget].append(r)
                 # What the model reads (the rendered block: headings, dates, neighbours), and the memory text alone.
-                ours["tokens"][budget].append(count_tokens(memories_block(got)) if got else 0)
+                ours["tokens"][budget].append((count_tokens(memories_block(got)) if got else 0) + profile_tokens)
                 ours["tokens_text_only"][budget].append(
                     sum(count_tokens(m.text) + sum(count_tokens(n) for n in m.neighbours) for m in got))
                 if budget == 1000:
+                    answer = str(qa.get("answer", "")).strip().lower()
+                    if answer and len(answer.split()) <= 3:
+                        # Recall counts a turn when any memory of it is shown; this asks whether the words that
+                        # answer were among what was shown (an excerpt may have left them out).
+                        read = (memories_block(got) + "\n" + profile_text).lower()
+                        answer_shown.setdefault(question_type(qa), []).append(answer in read)
                     by_category[qa["category"]].append(r)
+                    by_type.setdefault(question_type(qa), []).append(r)
+                    if r < 1 and args.misses:
+                        misses.append(_miss(sample["sample_id"], qa, evidence, found, got, dia_of, text_of))
             # Plain dense baseline: the same embedder over every raw turn.
             start = time.perf_counter()
             qv = np.array(embedder.embed([question])[0], dtype=np.float32)
@@ -407,6 +454,8 @@ def main(argv=None) -> dict:
                     used += line_tokens[i]
                     found.add(turns[i]["dia_id"])
                 base["recall_within"][budget].append(evidence_recall(evidence, found))
+                if budget == 1000:
+                    base_by_type.setdefault(question_type(qa), []).append(evidence_recall(evidence, found))
                 base["tokens"][budget].append(used)
 
     def summary(d: dict) -> dict:
@@ -444,6 +493,7 @@ def main(argv=None) -> dict:
                             "with_parts": sum(bool(p.parts) for p in PLANNED["asked"].values())}
                            if args.llm_queries else None),
         "shape": args.shape + (" (assistant turns dropped)" if args.drop_assistant_turns else ""),
+        "profile": not args.no_profile,
         "memories": total_memories,
         "memories_with_provenance": with_provenance,
         "import_seconds": round(import_seconds, 1),
@@ -452,11 +502,19 @@ def main(argv=None) -> dict:
         "dense_baseline": summary(base),
         "service_recall_within_1000_by_category": {str(c): round(statistics.mean(v), 3)
                                                    for c, v in by_category.items() if v},
+        "service_recall_within_1000_by_type": {t: {"recall": round(statistics.mean(v), 3), "questions": len(v)}
+                                               for t, v in sorted(by_type.items())},
+        "short_answer_shown_within_1000_by_type": {t: {"rate": round(statistics.mean(v), 3), "questions": len(v)}
+                                                   for t, v in sorted(answer_shown.items())},
+        "dense_baseline_recall_within_1000_by_type": {t: round(statistics.mean(v), 3)
+                                                      for t, v in sorted(base_by_type.items())},
         "notes": "service latency: one memory_retrieve_for_users call with a 1,000-token budget over both "
                  "speakers (query embedding, 4 filtered searches, fusion, rerank, database checks, neighbour "
                  "expansion); access counting is skipped (in production it is a task after the response).",
     }
     _print(result)
+    if args.misses:
+        Path(args.misses).write_text(json.dumps(misses, indent=1, ensure_ascii=False))
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(result, indent=2))
     return result
@@ -466,7 +524,7 @@ def _print(r: dict) -> None:
     s, b = r["service"], r["dense_baseline"]
     print(f"\nLoCoMo retrieval: {r['conversations']} conversations, {r['questions']} questions (categories 1-4), "
           f"{r['memories']} memories ({r['memories_with_provenance']} with a source message), LLM: {r['llm']}, "
-          f"shape: {r['shape']}")
+          f"shape: {r['shape']}, standing profile in each budget: {r.get('profile')}")
     if r.get("query_planning"):
         q = r["query_planning"]
         print(f"queries planned by {q['model']}: {q['calls']} calls, {q['seconds']} s, {q['with_parts']} with parts")
@@ -491,6 +549,12 @@ def _print(r: dict) -> None:
           f"   retrieval p95 = {s['p95_over_floor_p95']:.2f}x the floor's p95")
     print(f"full conversation: {r['full_conversation_tokens_mean']:.0f} tokens on average; "
           f"recall within 1,000 tokens by category: {r['service_recall_within_1000_by_category']}")
+    if r.get("short_answer_shown_within_1000_by_type"):
+        print("short answers (3 words or fewer) shown within 1,000 tokens: " + ", ".join(
+            f"{t} {v['rate']:.3f} ({v['questions']})" for t, v in r["short_answer_shown_within_1000_by_type"].items()))
+    print("recall within 1,000 tokens by type (service / dense baseline, questions): " + ", ".join(
+        f"{t} {v['recall']:.3f} / {r['dense_baseline_recall_within_1000_by_type'][t]:.3f} ({v['questions']})"
+        for t, v in r["service_recall_within_1000_by_type"].items()))
 
 
 if __name__ == "__main__":

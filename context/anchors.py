@@ -17,11 +17,12 @@ from django.db import IntegrityError, transaction
 from infra import llm
 from infra.errors import AppError
 from infra.redis_client import Keys, get_redis, held_lock
-from infra.task_queue import task_enqueue
 from infra.sentences import sentences
+from infra.task_queue import task_enqueue
 from infra.tokens import count_tokens, truncate_to_tokens
-
 from sessions.models import Message, SummaryAnchor
+
+from .grounded_notes import note_ground
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ def anchor_plan(*, tenant_id, session_id) -> FoldPlan | None:
             .values("last_seq", "last_turn").first())
     anchored, base_turns = (last["last_seq"], last["last_turn"]) if last else (0, 0)
     rows = list(Message.objects.for_tenant(tenant_id).filter(session_id=session_id, seq__gt=anchored).order_by("seq")
-                .values("seq", "role", "content", "token_count"))
+                .values("seq", "role", "name", "content", "token_count"))
     turns = _turns(rows)
     every, keep = settings.CONTINUUM_ANCHOR_EVERY_TURNS, settings.CONTINUUM_ANCHOR_KEEP_TURNS
     if len(turns) - keep >= every:
@@ -170,9 +171,16 @@ def _summarize(plan: FoldPlan, *, use_llm: bool) -> tuple[str, str]:
     cap = settings.CONTINUUM_ANCHOR_MAX_TOKENS
     if use_llm:
         try:
-            return abstractive_summary(plan.messages, max_tokens=cap), "abstractive"
+            text = abstractive_summary(plan.messages, max_tokens=cap)
         except (AppError, ValueError, KeyError, TypeError) as exc:
             log.warning("abstractive anchor failed (%s); folding extractively", exc)
+        else:
+            # Only what the folded turns support; tools count by the names their results were recorded under.
+            tools_done = [m["name"] for m in plan.messages if m["role"] == "tool" and m.get("name")
+                          and '"error"' not in (m["content"] or "")[:20]]
+            text, _ = note_ground(text, turns=plan.messages, tools_done=tools_done)
+            if text:
+                return text, "abstractive"
     text = extractive_summary([m["content"] for m in plan.messages if m["role"] == "user"], max_tokens=cap)
     return text or "(small talk)", "extractive"
 

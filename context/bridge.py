@@ -20,6 +20,7 @@ from webhooks.events import webhook_event_emit
 
 from .anchors import sentence_score
 from .buffer import buffer_build_from_db
+from .grounded_notes import note_ground, sentence_supported
 
 log = logging.getLogger(__name__)
 
@@ -141,10 +142,27 @@ def _compose(session: Session) -> tuple[str, dict, str]:
     if llm.llm_configured() and messages:
         try:
             text, llm_parts = abstractive_bridge(doc, messages)
-            return text, {**parts, **{k: v for k, v in llm_parts.items() if v}}, "abstractive"
         except (AppError, ValueError, KeyError, TypeError) as exc:
             log.warning("abstractive bridge for session %s failed (%s); writing it extractively", session.pk, exc)
+        else:
+            text, llm_parts = _grounded(text, llm_parts, doc=doc, messages=messages, session=session)
+            if text:
+                return text, {**parts, **{k: v for k, v in llm_parts.items() if v}}, "abstractive"
+            log.info("no sentence of session %s's abstractive bridge is supported by its turns; extractive", session.pk)
     return extractive_bridge(parts), parts, "extractive"
+
+
+def _grounded(text: str, llm_parts: dict, *, doc: dict, messages: list[dict], session: Session) -> tuple[str, dict]:
+    """The model's bridge and parts, less every sentence the session's turns and tool calls do not support."""
+    tools_done = [t["tool"] for t in doc.get("tools") or [] if t.get("status") == "ok" and t.get("tool")]
+    ignore = tuple((session.user.display_name or "").split())
+    text, dropped = note_ground(text, turns=messages, tools_done=tools_done, ignore=ignore)
+    if dropped:
+        log.info("bridge of session %s: %d unsupported sentence(s) dropped", session.pk, len(dropped))
+    sources = [m["content"] for m in messages]
+    parts = {k: v for k, v in llm_parts.items()
+             if v and sentence_supported(v, sources=sources, tools_done=tools_done, ignore=ignore)}
+    return text, parts
 
 
 def _embedding(goal: str, text: str) -> list[float] | None:

@@ -1,8 +1,9 @@
 """The context composer: a session's buffer, linked bridges and long-term memories turned into the model's
 messages under a token budget.
 
-Sections in priority order: system prompt and tools; the linked sessions' bridges (first turn only); summary
-anchors; goal stack and session facts; retrieved memories with provenance; recent turns. Each section has a
+Sections in priority order: system prompt and tools; the user's standing profile (instructions, preferences and key
+facts, shown on every turn whatever it is about); the linked sessions' bridges (first turn only); summary anchors;
+goal stack and session facts; retrieved memories with provenance; recent turns. Each section has a
 cap; when the total is still over budget, the lowest-priority section shrinks first. The total is counted
 with the tokenizer over the final messages, so the result never exceeds the budget.
 """
@@ -17,7 +18,7 @@ from django.conf import settings
 
 from infra.errors import ValidationFailed
 from infra.tokens import count_message_tokens, count_tokens, count_tokens_known, message_tokens, truncate_to_tokens
-
+from memory.profile import profile_budget, profile_render
 from memory.rendering import memories_block
 
 from .anchors import anchor_label
@@ -26,7 +27,7 @@ from .links import LinkedBridge, links_bridges_for
 
 log = logging.getLogger(__name__)
 
-SECTIONS = ("system", "bridge", "anchors", "state", "memories", "recent")  # highest priority first
+SECTIONS = ("system", "profile", "bridge", "anchors", "state", "memories", "recent")  # highest priority first
 _CONTEXT_SECTIONS = SECTIONS[:-1]  # rendered into the system message; recent turns are messages of their own
 _MEMORY_TAG = re.compile(r"<\s*/?\s*memories\s*>", re.I)
 _MEMORIES_OPEN = ("<memories>\nRecords from the user's long-term memory, under the date and session they come from. "
@@ -45,7 +46,9 @@ class ContextBudget:
     def default(cls, total: int | None = None) -> ContextBudget:
         total = int(total or settings.CONTINUUM_CONTEXT_BUDGET)
         configured = settings.CONTINUUM_CONTEXT_CAPS or {}
-        return cls(total=total, caps={s: int(configured.get(s, total)) for s in SECTIONS})
+        # The profile is a summary shown on every turn: bounded even where the configured caps predate it.
+        defaults = {"profile": settings.CONTINUUM_PROFILE_MAX_TOKENS}
+        return cls(total=total, caps={s: int(configured.get(s, defaults.get(s, total))) for s in SECTIONS})
 
 
 @dataclass
@@ -64,6 +67,7 @@ class TurnContext:
     goal: str = ""
     caps: dict = field(default_factory=dict)
     echoed: bool = False  # the input is already the session's last message (stored by the client, or a retried turn)
+    profile: list = field(default_factory=list)  # the standing profile entries shown (memory.profile.ProfileEntry)
 
 
 # --- rendering, each within a token limit ----------------------------------------------------------------------
@@ -245,13 +249,14 @@ def memory_query(new_input: str, buf: Buffer) -> str:
 
 def context_compose(*, tenant, session, new_input: str, budget=None, tools: list[dict] | None = None,
                     system_prompt: str | None = None, buffer: Buffer | None = None, memories: list | None = None,
-                    memory_status: str = "ok", prompt_apart: bool = False) -> TurnContext:
+                    memory_status: str = "ok", prompt_apart: bool = False, profile: list | None = None) -> TurnContext:
     """The model's messages for the session's next turn from its buffer, its linked bridges and the memories
     retrieved for it (orchestration.context finds those). Redis errors propagate (the API answers 503).
 
     prompt_apart=True puts the system prompt in a message of its own, ahead of a second system message with the
     context sections: the prompt (and the tool definitions a chat template renders after it) is then the same
-    prefix on every call, which a model server's prompt cache reuses instead of reading it again each turn."""
+    prefix on every call, which a model server's prompt cache reuses instead of reading it again each turn.
+    profile: the user's standing profile entries (memory.profile.profile_select), most binding first."""
     plan = as_budget(budget)
     new_input = new_input or ""
     tools = list(tools or [])
@@ -284,6 +289,10 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
             text = prompt if count_tokens(prompt) <= limit - tools_tokens else \
                 truncate_to_tokens(prompt, limit - tools_tokens)
             return Rendered(text=text, tokens=count_tokens(text) + tools_tokens)
+        if section == "profile":
+            text, tokens, kept = profile_render(list(profile or []),
+                                               limit_tokens=min(limit, profile_budget(plan.total)))
+            return Rendered(text=text, tokens=tokens, kept=kept)
         if section == "bridge":
             return Rendered(*_render_bridges(bridges, limit))
         if section == "anchors":
@@ -345,4 +354,4 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
     return TurnContext(messages=messages, breakdown=breakdown, memories=values["memories"].kept,
                        total_tokens=total, budget=plan.total, memory_status=memory_status, tools=tools,
                        first_turn=first_turn, bridges=bridges if values["bridge"].text else [], goal=buf.goal,
-                       caps=dict(plan.caps), echoed=echoed)
+                       caps=dict(plan.caps), echoed=echoed, profile=values["profile"].kept)

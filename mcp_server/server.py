@@ -75,7 +75,8 @@ def _remember(caller: Caller, *, text: str, kind: str, subject: str, value: str,
     if record is None:
         reason = {"secret": "secrets (credentials, tokens, card or account numbers) are never stored",
                   "refused_instruction": "an instruction to the assistant is not a fact about the user and is "
-                                         "never stored"}.get(str(outcome), str(outcome))
+                                         "never stored",
+                  actions.INCOMPLETE: actions.INCOMPLETE_REASON}.get(str(outcome), str(outcome))
         return {"stored": False, "outcome": str(outcome), "reason": reason}
     return {"stored": True, "outcome": str(outcome), "memory_id": str(record.pk), "text": record.text,
             "kind": record.kind, "status": record.status, "source_type": record.source_type}

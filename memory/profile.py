@@ -6,8 +6,11 @@ by kind and status, not by query, and shown in a bounded section of its own.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
+
+from django.conf import settings
 
 from infra.tokens import count_tokens
 from tenants.models import EndUser, Tenant
@@ -22,6 +25,11 @@ _KIND_ORDER = {k.value: i for i, k in enumerate(PROFILE_KINDS)}
 PROFILE_SOURCES = (SourceType.USER_STATED, SourceType.SYSTEM, SourceType.TOOL_RESULT, SourceType.INFERRED)
 _SOURCE_ORDER = {s.value: i for i, s in enumerate(PROFILE_SOURCES)}
 PROFILE_SCAN_MAX = 500  # rows read per call: a profile is a summary, not an archive
+# A profile line is read without the conversation it came from, so it must say what it is about: a liking whose
+# object is a pronoun or a clause about the moment ("loves it", "loves how you put it", "loves that you came") is
+# left to retrieval, which shows it with its date and the turns around it.
+_UNANCHORED = re.compile(r"^likes:\s*(?:it|its|it's|that|this|these|those|them|they|to|how|what|when|where|why|is|"
+                         r"was|you|your|so|too)\b", re.I)
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,8 @@ def profile_select(*, tenant: Tenant, user: EndUser, limit: int = 30) -> list[Pr
                   "source_message_id")[:PROFILE_SCAN_MAX])
     newest: dict[tuple, MemoryRecord] = {}
     for m in rows:  # newest first: the first row of a key is its current value
+        if m.kind == MemoryKind.PREFERENCE and _UNANCHORED.match(m.subject or ""):
+            continue
         newest.setdefault(_key(m), m)
     chosen = sorted(newest.values(), key=lambda m: (_KIND_ORDER[m.kind], _SOURCE_ORDER[m.source_type],
                                                     -m.confidence, -m.created_at.timestamp()))
@@ -67,6 +77,12 @@ def profile_select(*, tenant: Tenant, user: EndUser, limit: int = 30) -> list[Pr
                          session_id=str(m.session_id) if m.session_id else None,
                          source_message_id=str(m.source_message_id) if m.source_message_id else None)
             for m in chosen[:limit]]
+
+
+def profile_budget(total: int) -> int:
+    """The profile's share of a context budget: its configured cap, and never more than a quarter of the total,
+    so what the turn retrieves keeps most of a small budget."""
+    return max(0, min(settings.CONTINUUM_PROFILE_MAX_TOKENS, total // 4))
 
 
 def profile_line(entry: ProfileEntry) -> str:

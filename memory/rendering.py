@@ -89,6 +89,9 @@ class BlockBudget:
     def fits(self, cost: int) -> bool:
         return self.limit is None or self.used + cost <= self.limit
 
+    def room(self) -> int:
+        return 10**9 if self.limit is None else self.limit - self.used
+
     def full(self) -> bool:
         """Too little room left for any memory line (a marker, a name and a few words)."""
         return self.limit is not None and self.limit - self.used < MIN_LINE_TOKENS

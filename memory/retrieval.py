@@ -11,12 +11,15 @@ How a query is answered, and why:
    its own and a candidate keeps its best.
 3. Topic locality: turns of a conversation about the matching topic are relevant together, so each candidate
    also gets the mean score of the best candidates of its own session (a session prior).
-4. Small, bounded adjustments for recency, confidence, importance and access count; then one memory per source
-   turn (its event and the facts drawn from it say the same thing; a long message's passages are parts of it and
-   may each come back), best first until k or the token budget.
+4. Small, bounded adjustments for recency, confidence, importance and access count (within tiers of the shortlist,
+   so a larger budget's ranking extends a smaller one's); then one memory per source turn (its event, the facts
+   drawn from it and its other passages say the same thing or sit in the same message), best first until k or the
+   token budget, stopping at the first that does not fit: a larger budget never returns less.
 5. The budget counts what the model reads (memory/rendering.py): each memory's line with its resolved dates and
-   its session heading when it opens one. The strongest episodic hits are shown with the turns right before and
-   after them (what was asked, what was answered) when that still fits: those turns often hold the answer.
+   its session heading when it opens one. Under a budget a long memory is shown as its best sentences for the query,
+   with a marker where text was cut (memory/excerpts.py), so the budget holds evidence from more turns. The strongest
+   episodic hits are shown with the turns right before and after them (what was asked, what was answered) when that
+   still fits: those turns often hold the answer.
 """
 from __future__ import annotations
 
@@ -35,14 +38,15 @@ from infra.embedder import embed_soon
 from infra.errors import ServiceUnavailable
 from infra.task_queue import task_enqueue
 from infra.tokens import count_tokens
+from infra.vector_store import Scope, ScopeMissing, get_vector_store
+from infra.vector_store.base import Search
 
+from .excerpts import excerpt, key_weights, query_keys
 from .extraction.classify import informative_text
 from .models import MemoryKind
 from .provenance import provenance_line
 from .rendering import BlockBudget
 from .retrieval_reads import memory_rows
-from infra.vector_store import Scope, ScopeMissing, get_vector_store
-from infra.vector_store.base import Search
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +161,7 @@ def _standardise(values: dict[str, float]) -> tuple[dict[str, float], float]:
 # the other display fields come from the database rows, so they are not copied out of the store for every hit.
 HIT_PAYLOAD_KEYS = ("session_id", "tokens")
 SHORTLIST_MIN = 40
+TIER_TOKENS = 250  # tier 0 covers twice this: about what the smallest useful memory section (500 tokens) reads
 UNSIZED_TOKENS = 20  # a point written before sizes were kept in its payload counts as a short memory
 
 
@@ -215,21 +220,41 @@ def _fuse(cands: dict[str, _Candidate], *more: dict[str, _Candidate]) -> dict[st
     return cands
 
 
-def _shortlist(ordered: list[_Candidate], *, k: int, token_budget: int | None) -> list[_Candidate]:
-    """The best candidates, enough of them to fill k, or the token budget twice over by their own sizes.
+def _shortlist(ordered: list[_Candidate], *, k: int, token_budget: int | None) -> list[tuple[int, _Candidate]]:
+    """The best candidates, each with its tier: enough of them to fill k, or the token budget twice over by their
+    own sizes.
 
-    The rows read for them can still be dropped (changed since the point was written, a second memory of one turn,
-    too long for what is left of the budget) and the final ranking moves them a little: the margin covers that.
+    Tiers make a larger budget's ranking extend a smaller one's: tier 0 is the best candidates up to twice
+    TIER_TOKENS (and at least SHORTLIST_MIN of them), each further tier doubles the tokens covered, and a budget takes
+    whole tiers until they cover twice the budget. The final ranking reorders within a tier only, so a candidate
+    that only a larger budget reads can never push one that a smaller budget shows further down.
+    The rows read for them can still be dropped (changed since the point was written, a second memory of one turn)
+    and the final ranking moves them a little: the margin covers that.
     """
-    depth = 4 * k
-    if token_budget is not None:
-        need, used = 2 * token_budget, 0
-        for i, c in enumerate(ordered[:depth], 1):
-            used += c.payload.get("tokens") or UNSIZED_TOKENS
-            if used >= need:
-                depth = i
+    depth = max(4 * k, SHORTLIST_MIN)
+    if token_budget is None:
+        return [(0, c) for c in ordered[:depth]]
+    out, used, tier, bound = [], 0, 0, 2 * TIER_TOKENS
+    for i, c in enumerate(ordered[:depth]):
+        if used >= bound and i >= SHORTLIST_MIN:
+            if bound >= 2 * token_budget:
                 break
-    return ordered[:max(depth, SHORTLIST_MIN)]
+            tier, bound = tier + 1, 2 * bound
+        out.append((tier, c))
+        used += c.payload.get("tokens") or UNSIZED_TOKENS
+    return out
+
+
+def _diversified(scored: list[tuple[int, float, _Candidate]]) -> list[tuple[int, float, _Candidate]]:
+    """The session prior counts once per session and tier: a session's best candidate keeps it, the others stand on
+    their own score. The prior says a session is about the topic; once one of its memories is in, a second one must
+    earn its place against the best of other sessions, so a topic that runs across sessions comes back from many of
+    them (a thread) instead of several times from the one that discussed it most."""
+    best: dict[tuple, str] = {}
+    for tier, score, c in sorted(scored, key=lambda tsc: -tsc[1]):
+        best.setdefault((tier, c.payload.get("session_id") or c.memory_id), c.memory_id)
+    return [(tier, score if best[(tier, c.payload.get("session_id") or c.memory_id)] == c.memory_id
+             else score - (c.score - c.fused), c) for tier, score, c in scored]
 
 
 def _adjust(c: _Candidate, row: dict, now: datetime) -> float:
@@ -280,6 +305,12 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
         if body.strip() and count_tokens(turn) <= NEIGHBOUR_MAX_TOKENS:
             out.setdefault(sources[m["around"]], []).append((m["pk"], turn))
     return out
+
+
+def _excerpt(m: RetrievedMemory, *, weights: dict[str, float], limit: int) -> str:
+    """The memory's words within `limit` tokens of text: whole, or its best sentences (an event keeps its speaker)."""
+    prefix = m.text[:m.text.index(": ") + 2] if m.kind == MemoryKind.EVENT and ": " in m.text[:80] else ""
+    return excerpt(m.text, weights=weights, limit=limit, prefix=prefix)
 
 
 def memory_retrieve(*, tenant, user, query: str, goal: str = "", k: int = 10, token_budget: int | None = None,
@@ -342,11 +373,14 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     shortlist = _shortlist(sorted(cands.values(), key=lambda c: c.score, reverse=True), k=k, token_budget=token_budget)
     # The database is the truth: a row changed since the point was written (deleted, superseded, expired, moved)
     # does not come back, whatever the payload says.
-    rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for c in shortlist], now=now,
+    rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for _, c in shortlist], now=now,
                        as_of=as_of)
-    # (final score, row), best first: each candidate's adjusted score is computed once and shown as it ranked.
-    ranked = sorted(((_adjust(c, rows[c.memory_id], now), rows[c.memory_id]) for c in shortlist if c.memory_id in rows),
-                    key=lambda sr: sr[0], reverse=True)
+    # (final score, row), best first within each tier: each candidate's adjusted score is computed once and shown
+    # as it ranked.
+    scored = [(tier, _adjust(c, rows[c.memory_id], now), c) for tier, c in shortlist if c.memory_id in rows]
+    if settings.MEMORY_SESSION_DIVERSITY:
+        scored = _diversified(scored)
+    ranked = [(score, rows[c.memory_id]) for _, score, c in sorted(scored, key=lambda tsc: (tsc[0], -tsc[1]))]
     names = {str(u.pk): (u.display_name or "").strip() or "The user" for u in users}
     expand = neighbours is not None and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     nearby = {}
@@ -355,21 +389,26 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
         nearby = _neighbours(tenant=tenant, rows=top_events, names=names, turns_around=neighbours)
 
     out: list[RetrievedMemory] = []
-    shown_turns: set[str] = set()  # messages whose full text is already in the result
-    shown_parts: set = set()  # long messages with a passage shown, and (message, passage) pairs
+    shown_turns: set[str] = set()  # messages already in the result (their own memory or shown as a neighbour)
     shown_texts: set[str] = set()  # the same words from another record (both people's copy of a turn) add nothing
     block = BlockBudget(token_budget)
+    part_max = settings.MEMORY_EXCERPT_MAX_TOKENS if token_budget is not None else 0
+    weights = key_weights(query_keys(text), [r["text"] for _, r in ranked]) if part_max else {}
+    # The walk takes memories best first and stops at the first that does not fit (cut to its best sentences when
+    # that still says something): skipping it for a smaller one further down would let a larger budget, which takes
+    # the first, lose the smaller one. So a larger budget always returns everything a smaller one does, and more.
+    cut = None  # where the budget stopped the walk: the memories from there on were left out for it
     for pos, (score, row) in enumerate(ranked):
         if len(out) >= k:
             break
+        if block.full():
+            cut = pos
+            break
         primary = row["source_message_id"]  # the reads give ids as strings (or None)
-        passage = row["passage"] if isinstance(row["passage"], int) else None
-        if primary and (primary in shown_turns or (passage is None and primary in shown_parts)):
-            # One memory per source turn: a turn's event and the facts drawn from it say the same thing, and a
-            # second one spends tokens on a repeat that a memory of another turn would spend on news. A long
-            # message's passages are parts of it: each may come back, but not after the whole turn was shown.
-            continue
-        if passage is not None and (primary, passage) in shown_parts:
+        if primary and primary in shown_turns:
+            # One memory per source turn: a turn's event, the facts drawn from it and its other passages say the
+            # same thing or sit in the same message; a second one spends tokens that a memory of another turn would
+            # spend on news, and k results then cover as many turns as k whole turns would.
             continue
         said = " ".join(row["text"].lower().split())
         if said in shown_texts:
@@ -383,24 +422,33 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             session_number=row["session_number"], dates=list(row["dates"] or []),
             score_parts=score_parts(cands[row["id"]], row, now),
             valid_from=row.get("valid_from"), valid_to=row.get("valid_to"))
+        if part_max:
+            m.text = _excerpt(m, weights=weights, limit=part_max)
         cost = block.cost(m)
+        last = False
         if not block.fits(cost):
-            if left_out is not None:
-                m.token_count = cost
-                left_out.append(m)
-            continue
-        if expand and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS and row["kind"] == MemoryKind.EVENT:
+            # What is left for the memory's words once its heading, marker and dates are paid for.
+            room = block.room() - (cost - count_tokens(m.text))
+            m.text = _excerpt(m, weights=weights, limit=room) if part_max and room > 0 else ""
+            if not m.text:
+                cut = pos
+                break
+            cost, last = block.cost(m), True
+            if not block.fits(cost):
+                cut = pos
+                break
+        if (expand and not last and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS
+                and row["kind"] == MemoryKind.EVENT):
             turns = [(mid, t) for mid, t in nearby.get(row["id"], []) if mid not in shown_turns]
             if turns:
                 m.neighbours, m.neighbour_message_ids = [t for _, t in turns], [mid for mid, _ in turns]
                 with_turns = block.cost(m)
                 if block.fits(with_turns):
                     cost = with_turns
-                else:
+                else:  # the turns around it do not fit: it is shown alone, and nothing after it is
                     m.neighbours, m.neighbour_message_ids = [], []
-        if primary and passage is not None:
-            shown_parts.update({primary, (primary, passage)})
-        elif primary:
+                    last = True
+        if primary:
             shown_turns.add(primary)
         shown_turns.update(m.neighbour_message_ids)
         shown_texts.add(said)
@@ -411,11 +459,12 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
         if m.valid_to is not None:  # asked as of a past time: say when it stopped holding
             m.provenance += f"; superseded on {m.valid_to.day} {m.valid_to:%B %Y}"
         out.append(m)
-        if block.full():
-            if left_out is not None:
-                left_out += _next_best(ranked[pos + 1:], limit=k - len(out), block=block, shown=shown_turns,
-                                       parts=lambda row: score_parts(cands[row["id"]], row, now))
+        if last:
+            cut = pos + 1
             break
+    if left_out is not None and cut is not None and len(out) < k:
+        left_out += _next_best(ranked[cut:], limit=k - len(out), block=block, shown=shown_turns,
+                               parts=lambda row: score_parts(cands[row["id"]], row, now))
     if record_access and out:
         _access_record_later(tenant_id=str(tenant.pk), memory_ids=[m.memory_id for m in out], at=now)
     return out

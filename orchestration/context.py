@@ -7,10 +7,17 @@ import logging
 from django.conf import settings
 
 from context.buffer import buffer_get
-from context.composer import (ContextBudget, TurnContext, as_budget, context_compose, memory_query,
-                              memory_section_overhead)
+from context.composer import (
+    ContextBudget,
+    TurnContext,
+    as_budget,
+    context_compose,
+    memory_query,
+    memory_section_overhead,
+)
 from infra.errors import ServiceUnavailable
 from memory import retrieval
+from memory.profile import profile_select
 from sessions.turn_reads import turns_around
 
 from .receipts import receipt_build, receipt_record_later
@@ -54,9 +61,11 @@ def turn_context(*, tenant, session, new_input: str, budget=None, tools: list[di
     if include_memories and cap > 0 and query:
         memories, status = memories_for_turn(tenant=tenant, session=session, query=query, goal=buf.goal,
                                              token_budget=cap, rewrite=rewrite_query, left_out=left_out)
+    # The standing profile is read by kind, not by the query: an instruction holds whatever the turn is about.
+    profile = profile_select(tenant=tenant, user=session.user) if include_memories else []
     ctx = context_compose(tenant=tenant, session=session, new_input=new_input, budget=plan, tools=tools,
                           system_prompt=system_prompt, buffer=buf, memories=memories, memory_status=status,
-                          prompt_apart=prompt_apart)
+                          prompt_apart=prompt_apart, profile=profile)
     if settings.CONTINUUM_RECEIPTS:
         receipt_record_later(receipt_build(tenant=tenant, session=session, surface=surface, query=query, ctx=ctx,
                                            retrieved=memories, left_out=left_out))

@@ -26,6 +26,9 @@ SESSION_1 = [
     ("Actually, change the destination to Newark.",
      "Done: SFO to Newark next Tuesday, under $400, aisle seat, no United."),
 ]
+# What the returning user should get back, and the words that show the answer gives it.
+EXPECTED_BACK = [("the destination (Newark)", ("newark",)), ("aisle seats", ("aisle",)),
+                 ("never United", ("united",))]
 SESSION_2 = "Hi, I'm back. Which flight were we looking at, and what should I keep in mind when I book it?"
 WAIT_SECONDS = float(os.environ.get("DEMO_WAIT_SECONDS", "90"))  # background work on a CPU model takes longer
 
@@ -97,6 +100,10 @@ def show_turn(result: dict, seconds: float) -> None:
     for call in result.get("tool_calls", []):
         say(f"tool {call['name']}({call.get('arguments')}) -> {call['status']}", 2)
     say(f"assistant: {result['reply']}", 2)
+    for change in result.get("grounding") or []:
+        # A sentence claiming an action no tool call of the turn did never reaches the user as written.
+        replaced = f'replaced by "{change["replaced_by"]}"' if change["replaced_by"] else "dropped"
+        say(f'(claimed what no tool did, {replaced}: "{change["sentence"]}")', 2)
     if result.get("stop_reason") != "answer":
         say(f"(stopped: {result.get('stop_reason')})", 2)
     usage = result.get("usage") or {}
@@ -187,8 +194,12 @@ def main() -> int:
     say(f"user: {SESSION_2}", 2)
     if assistant:
         result = turn(api, s2["id"], SESSION_2)
-        step("Memories the answer drew on, with provenance")
-        show_retrieved(result.get("memories", []))
+        step("Memories the answer used, with provenance")
+        show_retrieved(result.get("memories_used", []))
+        step("What the answer gives back")
+        reply = result["reply"].lower()
+        for what, words in EXPECTED_BACK:
+            say(f"{'yes' if any(w in reply for w in words) else 'NO '}  {what}", 2)
         breakdown = result.get("breakdown", {})
     else:
         step("The context Continuum composed for the client's model")

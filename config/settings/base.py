@@ -221,8 +221,12 @@ CONTINUUM_ANCHOR_TOKEN_THRESHOLD = env.int("CONTINUUM_ANCHOR_TOKEN_THRESHOLD", d
 CONTINUUM_ANCHOR_MAX_TOKENS = env.int("CONTINUUM_ANCHOR_MAX_TOKENS", default=120)
 # The composed context: a total budget and a cap per section (tokens, tiktoken).
 CONTINUUM_CONTEXT_BUDGET = env.int("CONTINUUM_CONTEXT_BUDGET", default=4000)
+# The standing profile's cap: about ten instruction or preference lines with their provenance; bounded so a user
+# with many preferences cannot crowd out what this turn retrieves.
+CONTINUUM_PROFILE_MAX_TOKENS = env.int("CONTINUUM_PROFILE_MAX_TOKENS", default=250)
 CONTINUUM_CONTEXT_CAPS = env.json("CONTINUUM_CONTEXT_CAPS", default={
-    "system": 1500, "bridge": 300, "anchors": 600, "state": 400, "memories": 800, "recent": 1200})
+    "system": 1500, "profile": CONTINUUM_PROFILE_MAX_TOKENS, "bridge": 300, "anchors": 600, "state": 400,
+    "memories": 800, "recent": 1200})
 CONTINUUM_CONTEXT_MEMORY_K = env.int("CONTINUUM_CONTEXT_MEMORY_K", default=8)
 # Every composed context leaves a receipt (orchestration/receipts.py), written by a task after the turn.
 CONTINUUM_RECEIPTS = env.bool("CONTINUUM_RECEIPTS", default=True)
@@ -250,6 +254,15 @@ MEMORY_NEIGHBOUR_EXPANSION_HITS = env.int("MEMORY_NEIGHBOUR_EXPANSION_HITS", def
 # Long messages are stored as passages of at most this many tokens (memory/extraction/passages.py: the bound
 # keeps a passage inside the embedding model's 256-word-piece window).
 MEMORY_PASSAGE_MAX_TOKENS = env.int("MEMORY_PASSAGE_MAX_TOKENS", default=160)
+# Under a token budget, a memory longer than this is shown as its best sentences for the query (memory/excerpts.py):
+# an answer sits in a sentence or two, and ~60 tokens holds two or three ordinary sentences, so a budget holds
+# evidence from several times as many turns. 0 shows memories whole.
+MEMORY_EXCERPT_MAX_TOKENS = env.int("MEMORY_EXCERPT_MAX_TOKENS", default=60)
+# A session's prior (topic locality) lifts only its best memory, so a topic that runs across sessions comes back
+# from many of them (memory/retrieval.py _diversified).
+MEMORY_SESSION_DIVERSITY = env.bool("MEMORY_SESSION_DIVERSITY", default=False)
+# Below this, a cut sentence says too little to be worth its tokens.
+MEMORY_EXCERPT_MIN_TOKENS = env.int("MEMORY_EXCERPT_MIN_TOKENS", default=12)
 MEMORY_EXTRACTION_LOCK_SECONDS = env.int("MEMORY_EXTRACTION_LOCK_SECONDS", default=300)
 # With an LLM configured, the retrieval query is also rewritten by it (one fast call per turn).
 MEMORY_QUERY_REWRITE = env.bool("MEMORY_QUERY_REWRITE", default=True)

@@ -3,9 +3,11 @@ this detail route would take them as ids)."""
 from django.urls import path
 
 from . import controls
+from .profile import UserProfileApi
 
 urlpatterns = [
     path("users/<str:user_id>/memories", controls.UserMemoryListApi.as_view(), name="user-memories"),
     path("users/<str:user_id>/memories/<str:memory_id>", controls.UserMemoryDetailApi.as_view(),
          name="user-memory-detail"),
+    path("users/<str:user_id>/profile", UserProfileApi.as_view(), name="user-profile"),
 ]

@@ -18,6 +18,8 @@ from infra.embedder import get_embedder
 from infra.errors import AppError
 from infra.llm import llm_configured
 from infra.redis_client import Keys, held_lock
+from infra.secrets import REDACTED, secrets_redact
+
 from ..actions import decisions_apply, memory_id_for
 from ..models import MemoryKind, MemoryRecord, SourceType
 from ..sources import SourceMessage
@@ -27,7 +29,7 @@ from .classify import FACT_ROLES, extracted_roles, message_triage
 from .injection import candidates_screen, injection_screen
 from .passages import passages_split
 from .rules import resolve_dates, rules_extract
-from infra.secrets import REDACTED, secrets_redact
+from .statements import statement_normalize
 from .verify import candidates_verify
 
 log = logging.getLogger(__name__)
@@ -93,7 +95,22 @@ def candidates_for_message(message: SourceMessage, *, use_llm: bool) -> list[Can
             c.value = secrets_redact(c.value).text
             c.metadata["extractor_version"] = EXTRACTOR_VERSION
             candidates.append(c)
-    return _prioritize(candidates)
+    return _prioritize(_statements_only(candidates, who=who))
+
+
+def _statements_only(candidates: list[Candidate], *, who: str) -> list[Candidate]:
+    """Every candidate but the events as a third-person statement about the user; a fragment with no subject or
+    predicate (an implicit pass's "aisle seats") is dropped."""
+    out = []
+    for c in candidates:
+        if c.kind != MemoryKind.EVENT:
+            text = statement_normalize(c.text, who=who)
+            if text is None:
+                log.info("extraction dropped a fragment with no subject or predicate: %r", c.text[:80])
+                continue
+            c.text = text
+        out.append(c)
+    return out
 
 
 def episodes_for_message(message: SourceMessage, clean: str) -> list[Candidate]:

@@ -71,6 +71,39 @@ _RX_DEST = re.compile(rf"\b(?:fly(?:ing)?|travel(?:l?ing)?|flight|trip|heading|m
 _RX_BUDGET = re.compile(r"\b(?:under|below|less than|at most|max(?:imum)?(?: of)?|budget(?: of| is)?|up to|no more than)"
                         r"\s*(?P<cur>[$€£])\s?(?P<n>\d[\d,]*(?:\.\d+)?)", re.I)
 
+# A standing instruction to the assistant: an imperative (no subject: it opens with a verb of doing or saying, or with
+# always / never / don't), after optional courtesy or scope ("please", "from now on,", "whenever you write code,"),
+# that holds beyond this turn: it names a standing scope (always, every, any, unless, from now on...). A one-off
+# request ("write a function that...") names none, and "I always take the train" has a subject, so it is a habit.
+_INSTRUCTION_OPENER = re.compile(
+    r"^\s*(?:(?:please|kindly|and|also)\s+|(?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|by\s+default"
+    r"|(?:when(?:ever)?|each\s+time|every\s+time|if)\s+you\b[^,;]{1,80}),\s*)*"
+    r"(?P<verb>always|never|don't|do\s+not|use|write|keep|answer|reply|respond|give|show|include|add|link|cite|put|"
+    r"format|avoid|stop|start|make|call|address|explain|list|mention|spell|stick|be|speak|talk|label|mark|sort|round|"
+    r"convert|translate|limit|skip|omit|assume|refer|treat|quote|check|ask|remind|state|say|name|prefer)\b", re.I)
+_STANDING_SCOPE = re.compile(
+    r"\b(?:always|never|every|everything|each|any|anything|all|whenever|unless|from\s+now\s+on|going\s+forward|"
+    r"in\s+(?:the\s+)?future|by\s+default|each\s+time|every\s+time)\b", re.I)
+# "Never mind", "always a pleasure", "never saw this coming": set phrases and reports, not orders (after always or
+# never, an order has a verb's base form, not a past form or "here").
+_NOT_INSTRUCTION = re.compile(r"^\s*(?:never\s+mind|don't\s+worry|do\s+not\s+worry|be\s+(?:careful|safe)|"
+                              r"(?:always|never)\s+(?:a|an|the|so|too|again|ever|here|there|had|was|were|did|been|"
+                              r"saw|seen|knew|thought|got|felt|[a-z]+ed)\b)", re.I)
+# A standing instruction to an assistant governs what it produces: its answers, what it writes and how. Encouragement
+# between people ("keep going and never give up!", "don't let anything stop you") names none of that.
+_OUTPUT = re.compile(
+    r"\b(?:answers?|answering|repl(?:y|ies)|respon(?:d|ses?)|write|writing|written|draft\w*|code|snippets?|"
+    r"examples?|suggest\w*|recommend\w*|propos\w*|explain\w*|explanations?|format\w*|units?|dates?|times?|"
+    r"languages?|spell\w*|tone|words|bullets?|lists?|links?|cite|citations?|sources?|tests?|summar\w*|"
+    r"mention\w*|show|label\w*|quote\w*|me|my)\b", re.I)
+def instruction_of(sentence: str) -> str | None:
+    """The sentence as a standing instruction, or None when it is not one."""
+    s = sentence.strip()
+    if (len(s) > 240 or _NOT_INSTRUCTION.match(s) or not _INSTRUCTION_OPENER.match(s)
+            or not _STANDING_SCOPE.search(s) or not _OUTPUT.search(s)):
+        return None
+    return s if s.endswith((".", "!", "?")) else s + "."
+
 
 # A clause that starts after the object: "I like tea and I never drink coffee" keeps "tea".
 _CLAUSE_END = re.compile(r"\s+(?:and|but|because|since|so|when|while|as|although|though|or)\s+(?:I|we|he|she|they|it)\b"
@@ -184,6 +217,13 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             out.append(c)
 
     for sentence in sentences(text):
+        instruction = instruction_of(sentence)
+        if instruction:
+            # A procedure the assistant must follow in every later turn: the standing profile shows it whatever
+            # the turn is about. Its words are its subject, so repeating it reinforces it and a new one adds to it.
+            add(Candidate("procedure", f"{who} asked the assistant: {instruction}",
+                          subject=f"instruction: {subject_normalize(instruction)[:80]}", value=instruction,
+                          confidence=0.85, importance=0.8))
         for m in _RX_NAME.finditer(sentence):
             name = _clean(m.group("y"))
             add(Candidate("fact", f"{_possessive(who)} name is {name}.", subject="name", value=name,

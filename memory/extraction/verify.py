@@ -16,6 +16,13 @@ from .candidate import Candidate, value_normalize
 log = logging.getLogger(__name__)
 
 CREATE, REINFORCE, SUPERSEDE, OUTDATED, SKIP = "create", "reinforce", "supersede", "outdated", "skip"
+# Kinds that state something about the user: one statement is one memory whichever of these an extractor filed it
+# under (the remember tool's "fact" and the rules' "preference" for the same words). Goals and events stay apart.
+STATEMENT_KINDS = ("fact", "preference", "procedure")
+
+
+def comparable_kinds(kind: str) -> list[str]:
+    return list(STATEMENT_KINDS) if kind in STATEMENT_KINDS else [kind]
 
 
 @dataclass
@@ -31,11 +38,12 @@ def _cosine(a: list[float], b: list[float]) -> float:
 
 
 def _nearest_same_kind(*, tenant, user, candidate: Candidate, vector: list[float]) -> tuple[str, float] | None:
-    """The closest active memory of the same kind, or None. A store that is down must not block extraction:
+    """The closest active memory of a comparable kind, or None. A store that is down must not block extraction:
     the check is skipped (the lifecycle merge job catches the duplicates later) and the write goes to the outbox."""
     try:
         hits = get_vector_store().search(Scope(tenant_id=str(tenant.pk), user_id=str(user.pk)), dense=vector,
-                                         text=None, limit=1, kinds=[candidate.kind], statuses=("active",))
+                                         text=None, limit=1, kinds=comparable_kinds(candidate.kind),
+                                         statuses=("active",))
     except ServiceUnavailable as exc:
         log.warning("duplicate check skipped, vector store unavailable: %s", exc)
         return None
@@ -56,7 +64,7 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
     kept: list[tuple[Candidate, list[float]]] = []
     for candidate, vector in zip(candidates, vectors, strict=True):
         # The same thing said twice in one message is stored once.
-        if any(k.kind == candidate.kind and _cosine(v, vector) >= threshold for k, v in kept):
+        if any(k.kind in comparable_kinds(candidate.kind) and _cosine(v, vector) >= threshold for k, v in kept):
             decisions.append(Decision(candidate, SKIP, []))
             continue
         kept.append((candidate, vector))

@@ -88,7 +88,8 @@ def test_non_streaming_completion_with_the_openai_client(server, llm, alice):
 
 
 def test_streaming_completion_with_the_openai_client(server, llm, alice):
-    llm.add(tool_step(call("set_goal", {"goal": "Fly to Newark"})), answer("Streaming answers arrive in pieces."))
+    llm.add(tool_step(call("set_goal", {"goal": "Fly to Newark"})),
+            answer("Streaming answers arrive in pieces. Each sentence is checked before it goes."))
     client = client_for(server, alice)
     stream = client.chat.completions.create(model="continuum", stream=True, extra_headers={"X-User-Id": "ada-2"},
                                             messages=[{"role": "user", "content": "Plan a Newark trip"}])
@@ -96,12 +97,15 @@ def test_streaming_completion_with_the_openai_client(server, llm, alice):
     assert {c.id for c in chunks} == {chunks[0].id} and chunks[0].id.startswith("chatcmpl-")
     assert all(c.object == "chat.completion.chunk" for c in chunks)
     assert chunks[0].choices[0].delta.role == "assistant"
-    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Streaming answers arrive in pieces."
-    assert len([c for c in chunks if c.choices[0].delta.content]) > 1  # streamed, not one block
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == ("Streaming answers arrive in pieces. "
+                                                                         "Each sentence is checked before it goes.")
+    # Streamed a sentence at a time (each is grounded before it is sent), not as one block.
+    assert len([c for c in chunks if c.choices[0].delta.content]) > 1
     assert [c.choices[0].finish_reason for c in chunks][-1] == "stop"
     assert all(r.get("stream") for r in llm.requests)
     session_id = open_session_id(alice, "ada-2")
-    assert session_messages(session_id)[-1] == ("assistant", "Streaming answers arrive in pieces.")
+    assert session_messages(session_id)[-1] == ("assistant", "Streaming answers arrive in pieces. Each sentence is "
+                                                             "checked before it goes.")
 
 
 def test_stream_is_server_sent_events_ending_with_done(server, llm, alice):
@@ -120,7 +124,7 @@ def test_stream_is_server_sent_events_ending_with_done(server, llm, alice):
 
 
 def test_client_disconnect_stops_generation(server, llm, alice):
-    text = " ".join(f"word{i}" for i in range(60))
+    text = " ".join(f"word{i}." for i in range(60))  # sentences: an answer streams a sentence at a time
     llm.chunk_delay = 0.25
     llm.add(answer(text))
     with httpx.Client(timeout=30) as http:

@@ -63,3 +63,10 @@ def test_profile_render_keeps_whole_lines_within_its_limit(alice, alice_user):
     assert tokens == count_tokens(text) <= 60
     assert all(e.text in text for e in kept)
     assert profile_render(entries, limit_tokens=3) == ("", 0, [])
+
+
+def test_a_liking_that_needs_its_conversation_to_be_understood_stays_out_of_the_profile(alice, alice_user):
+    _make(alice, alice_user, "preference", "Ada loves it.", subject="likes: it")
+    _make(alice, alice_user, "preference", "Ada loves how you put it.", subject="likes: how you put it", minutes=1)
+    _make(alice, alice_user, "preference", "Ada loves live music.", subject="likes: live music", minutes=2)
+    assert [e.text for e in profile_select(tenant=alice, user=alice_user)] == ["Ada loves live music."]

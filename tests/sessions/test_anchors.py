@@ -150,3 +150,20 @@ def test_a_failing_llm_falls_back_to_extractive(alice, alice_session, settings):
     converse(alice, alice_session, USER_TURNS)
     made = anchors_fold(**ids(alice_session))
     assert made and made[0].method == "extractive" and "SFO" in made[0].text
+
+
+@respx.mock
+def test_an_abstractive_anchor_keeps_only_what_the_folded_turns_support(alice, alice_session, settings):
+    settings.LLM_BASE_URL, settings.LLM_MODEL = "http://llm.test/v1", "test-model"
+    answer = {"summary": "User flies SFO to New York next Tuesday. The assistant booked a Marriott suite with a spa.",
+              "decisions": [], "open_questions": []}
+    respx.post("http://llm.test/v1/chat/completions").mock(return_value=httpx.Response(200, json={
+        "id": "x", "object": "chat.completion", "created": 0, "model": "test-model",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": json.dumps(answer)}}]}))
+    settings.CONTINUUM_ANCHOR_EVERY_TURNS = 12
+    settings.CONTINUUM_ANCHOR_KEEP_TURNS = 2
+    converse(alice, alice_session, USER_TURNS)
+    made = anchors_fold(**ids(alice_session), use_llm=True)
+    assert made and made[0].method == "abstractive"
+    assert made[0].text == "User flies SFO to New York next Tuesday."

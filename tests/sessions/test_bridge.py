@@ -248,8 +248,41 @@ def test_an_abstractive_bridge_that_runs_on_keeps_its_first_distinct_sentences(a
     answer = {"summary": looping, "goal": "Fly to Newark", "found": "", "decided": "Newark", "open": ""}
     _model_answers(answer)
     flight_chat(alice, alice_session)
+    messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
+                    items=[NewMessage(role="user", content="Change the destination to Newark."),
+                           NewMessage(role="assistant", content="Done: the goal is still a flight; the destination "
+                                                                "changed to Newark.")])
     session_end(tenant=alice, session_id=alice_session.pk)
     b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
     assert b.method == "abstractive"
     assert b.text == ("The user asked for a flight from SFO to NYC. The user changed the destination to Newark. "
                       "The assistant still has the goal of finding a flight, but the destination changed.")
+
+
+@respx.mock
+def test_an_abstractive_bridge_keeps_only_what_the_session_supports(alice, alice_session, extract_calls, settings):
+    """A sentence nothing in the session says, or one claiming an action no tool of the session did, is dropped."""
+    settings.LLM_BASE_URL, settings.LLM_MODEL = "http://llm.test/v1", "test-model"
+    flight_chat(alice, alice_session)
+    summary = ("The user needs a flight from SFO to NYC next Tuesday under $400. "
+               "The assistant searched every airline for cheaper options. "
+               "The user also wants a hotel near Central Park with a gym.")
+    _model_answers({"summary": summary, "goal": "Fly SFO to NYC", "found": "", "decided": "",
+                    "open": "A hotel near Central Park"})
+    session_end(tenant=alice, session_id=alice_session.pk)
+    b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
+    assert b.method == "abstractive"
+    assert b.text == "The user needs a flight from SFO to NYC next Tuesday under $400."
+    assert b.details["open"] != "A hotel near Central Park"  # an unsupported part falls back to the extractive one
+
+
+@respx.mock
+def test_an_abstractive_bridge_with_nothing_supported_is_written_extractively(alice, alice_session, extract_calls,
+                                                                             settings):
+    settings.LLM_BASE_URL, settings.LLM_MODEL = "http://llm.test/v1", "test-model"
+    flight_chat(alice, alice_session)
+    _model_answers({"summary": "The assistant found a flight to Newark, but the user still wants other options.",
+                    "goal": "", "found": "", "decided": "", "open": ""})
+    session_end(tenant=alice, session_id=alice_session.pk)
+    b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
+    assert b.method == "extractive" and b.text.startswith("Goal: I need a flight from SFO to NYC")

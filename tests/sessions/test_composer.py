@@ -7,18 +7,20 @@ from types import SimpleNamespace
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from infra.errors import ServiceUnavailable, ValidationFailed
-from infra.tokens import count_message_tokens, count_tokens
-from memory.retrieval import RetrievedMemory
 from context import composer
 from context.buffer import Buffer, buffer_add_facts, buffer_record_tool, buffer_set_goal, buffer_update_notes
 from context.composer import ContextBudget, context_compose
 from context.links import LinkedBridge
-from sessions.services import NewMessage
+from infra.errors import ServiceUnavailable, ValidationFailed
+from infra.tokens import count_message_tokens, count_tokens
+from memory.retrieval import RetrievedMemory
 from orchestration.context import turn_context
 from orchestration.messages import messages_record
+from sessions.services import NewMessage
 
 
 def memory(text: str, kind: str = "preference", score: float = 0.9) -> RetrievedMemory:
@@ -72,7 +74,7 @@ def test_sections_in_priority_order_with_memories_as_delimited_data(alice, alice
     assert [m["role"] for m in ctx.messages[1:]] == ["user", "assistant", "user"]
     assert ctx.messages[-1] == {"role": "user", "content": "Book the aisle seat please"}
     assert ctx.total_tokens == count_message_tokens(ctx.messages) <= ctx.budget
-    assert set(ctx.breakdown) == {"system", "bridge", "anchors", "state", "memories", "recent", "input"}
+    assert set(ctx.breakdown) == {"system", "profile", "bridge", "anchors", "state", "memories", "recent", "input"}
     assert ctx.breakdown["memories"] > 0 and ctx.breakdown["recent"] > 0 and ctx.memory_status == "ok"
     assert len(ctx.memories) == 2 and not ctx.first_turn
 
@@ -181,7 +183,13 @@ def buffers(draw):
        caps=st.fixed_dictionaries({s: st.integers(0, 2000) for s in composer.SECTIONS}),
        n_memories=st.integers(0, 8), n_bridges=st.integers(0, 3), prompt=_words)
 def test_composed_context_never_exceeds_the_budget(buf, new_input, total, caps, n_memories, n_bridges, prompt):
+    from memory.profile import ProfileEntry
+
     mems = [memory(f"memory {i} " + new_input[: i * 20]) for i in range(n_memories)]
+    profile = [ProfileEntry(memory_id=str(i), kind="procedure", subject="", text=f"rule {i} " + prompt[: i * 15],
+                            source_type="user_stated", confidence=0.8,
+                            created_at=datetime(2024, 1, 1, tzinfo=timezone.utc),
+                            session_id=None, source_message_id=None) for i in range(n_bridges + 1)]
     bridges = [LinkedBridge(kind="same_user", session_id=str(i), text=prompt + f" bridge {i}", goal="g",
                             closed_at=None, score=1.0) for i in range(n_bridges)]
     session = SimpleNamespace(pk="s", user_id="u", message_seq=buf.seq, user=None)
@@ -189,10 +197,10 @@ def test_composed_context_never_exceeds_the_budget(buf, new_input, total, caps, 
             mock.patch.object(composer, "links_bridges_for", return_value=bridges):
         ctx = context_compose(tenant=SimpleNamespace(pk="t"), session=session, new_input=new_input,
                               budget=ContextBudget(total=total, caps=caps), buffer=buf, system_prompt=prompt,
-                              memories=mems)
+                              memories=mems, profile=profile)
     assert ctx.total_tokens == count_message_tokens(ctx.messages)
     assert ctx.total_tokens <= total
-    for s in ("bridge", "anchors", "state", "memories", "recent"):
+    for s in ("profile", "bridge", "anchors", "state", "memories", "recent"):
         assert ctx.breakdown[s] <= caps[s]
     # a tool message never appears without the assistant call it answers
     called = set()
@@ -201,3 +209,36 @@ def test_composed_context_never_exceeds_the_budget(buf, new_input, total, caps, 
             called |= {c["id"] for c in m.get("tool_calls", [])}
         if m["role"] == "tool":
             assert m["tool_call_id"] in called
+
+
+@pytest.mark.django_db(transaction=True)
+def test_standing_instruction_is_in_every_context_whatever_the_turn_is_about(alice, alice_session, monkeypatch):
+    """An instruction given long ago reaches a turn whose words share nothing with it, in its own bounded
+    section with provenance, ahead of the retrieved memories."""
+    from memory.actions import memory_create
+
+    memory_create(tenant=alice, user=alice_session.user, kind="procedure",
+                  text="Ada asked the assistant: Always answer in metric units.", source_type="user_stated",
+                  created_at=datetime(2024, 3, 1, tzinfo=timezone.utc))
+    monkeypatch.setattr("memory.retrieval.memory_retrieve", lambda **kw: [memory("Prefers aisle seats")])
+    ctx = turn_context(tenant=alice, session=alice_session, new_input="How tall is the tower I visit next week?")
+    content = ctx.messages[0]["content"]
+    assert "Always answer in metric units" in content and "you said on 1 March 2024" in content
+    assert content.index("standing profile") < content.index("<memories>")
+    assert 0 < ctx.breakdown["profile"] <= ctx.caps["profile"] and len(ctx.profile) == 1
+    assert ctx.total_tokens <= ctx.budget
+
+
+def test_profile_section_keeps_to_its_cap(settings):
+    from memory.profile import ProfileEntry
+
+    entries = [ProfileEntry(memory_id=str(i), kind="preference", subject=f"s{i}", text=f"Ada prefers option {i} of "
+                            "the many layouts for the project dashboard.", source_type="user_stated", confidence=0.8,
+                            created_at=datetime(2024, 3, 1, tzinfo=timezone.utc), session_id=None,
+                            source_message_id=None) for i in range(40)]
+    session = SimpleNamespace(pk="s", user_id="u", message_seq=0, user=None)
+    with mock.patch.object(composer, "links_bridges_for", return_value=[]):
+        ctx = context_compose(tenant=SimpleNamespace(pk="t"), session=session, new_input="hello", budget=4000,
+                              buffer=Buffer(session_id="s"), system_prompt="Be brief.", profile=entries)
+    assert 0 < ctx.breakdown["profile"] <= settings.CONTINUUM_PROFILE_MAX_TOKENS
+    assert 0 < len(ctx.profile) < len(entries) and ctx.profile == entries[:len(ctx.profile)]

@@ -5,8 +5,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from infra.tokens import count_message_tokens
-from sessions.services import NewMessage
 from orchestration.messages import messages_record
+from sessions.services import NewMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,7 +28,7 @@ def test_context_returns_messages_breakdown_and_budget(alice, alice_client, alic
     assert body["messages"][-1] == {"role": "user", "content": "Is there a later one?"}
     assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "user"]
     assert body["total_tokens"] == count_message_tokens(body["messages"]) <= body["budget"] == 2000
-    assert set(body["breakdown"]) == {"system", "bridge", "anchors", "state", "memories", "recent", "input"}
+    assert set(body["breakdown"]) == {"system", "profile", "bridge", "anchors", "state", "memories", "recent", "input"}
     assert body["memory_status"] == "ok" and body["first_turn"] is False
     assert body["goal"] == "I need a flight to Oslo on Friday."
 

@@ -1,0 +1,95 @@
+"""Every change of a memory's state, in one package: create, remember (dedup and supersede aware), reinforce,
+supersede, edit, approve, reject, expire, decay, fold (merge), consolidate, delete, restore, forget, erase.
+
+Each change locks or creates the row, writes its MemoryEvent (who, before, after) and records the vector write
+in the outbox inside one transaction; the point reaches Qdrant after commit. Extraction, the assistant's tools,
+the lifecycle jobs, the admin and the end-user API all come here, and nothing else writes MemoryRecord. Text passes
+the secrets filter before anything is stored.
+
+The package holds them by family: records (how any change is written), create, review (changes people ask
+for) and lifecycle (changes the jobs make). Import from the package.
+"""
+
+from .create import (
+    INCOMPLETE,
+    INCOMPLETE_REASON,
+    decisions_apply,
+    memory_create,
+    memory_remember,
+    memory_remember_statements,
+    memory_supersede,
+)
+from .lifecycle import (
+    PENDING_MARK,
+    fact_from_events,
+    memories_erase_user,
+    memories_expire_due,
+    memories_fold,
+    memories_forget_records,
+    memory_decay,
+)
+from .records import (
+    MAX_SOURCE_MESSAGES,
+    MEMORY_NAMESPACE,
+    MEMORY_TEXT_MAX_CHARS,
+    content_hash_for,
+    memory_expiry,
+    memory_history_write,
+    memory_id_for,
+    memory_snapshot,
+    memory_text_clean,
+    memory_vectors_enqueue,
+    vector_op_for,
+)
+from .review import (
+    BULK_DELETE_SAMPLE,
+    BulkDeleteResult,
+    memories_bulk_delete,
+    memory_access_record,
+    memory_approve,
+    memory_delete,
+    memory_delete_all,
+    memory_expire,
+    memory_reject,
+    memory_restore,
+    memory_update_text,
+)
+
+__all__ = [
+    "BULK_DELETE_SAMPLE",
+    "INCOMPLETE",
+    "INCOMPLETE_REASON",
+    "BulkDeleteResult",
+    "MAX_SOURCE_MESSAGES",
+    "MEMORY_NAMESPACE",
+    "MEMORY_TEXT_MAX_CHARS",
+    "PENDING_MARK",
+    "content_hash_for",
+    "decisions_apply",
+    "fact_from_events",
+    "memories_bulk_delete",
+    "memories_erase_user",
+    "memories_expire_due",
+    "memories_fold",
+    "memories_forget_records",
+    "memory_access_record",
+    "memory_approve",
+    "memory_create",
+    "memory_decay",
+    "memory_delete",
+    "memory_delete_all",
+    "memory_expire",
+    "memory_expiry",
+    "memory_history_write",
+    "memory_id_for",
+    "memory_reject",
+    "memory_remember",
+    "memory_remember_statements",
+    "memory_restore",
+    "memory_snapshot",
+    "memory_supersede",
+    "memory_text_clean",
+    "memory_update_text",
+    "memory_vectors_enqueue",
+    "vector_op_for",
+]

@@ -1,0 +1,326 @@
+"""Changes a person asks for (the end user, staff or the assistant's tools): edit, delete (one, all, by filter),
+restore, approve, reject, expire, and the access counts of what retrieval returned.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+
+from infra import clock
+from tenants.models import EndUser, Tenant
+
+from ..models import MemoryEvent, MemoryRecord, MemoryStatus
+from ..selectors import memories_matching
+from .records import (
+    _locked,
+    _refuse,
+    _transition,
+    content_hash_for,
+    memory_history_write,
+    memory_snapshot,
+    memory_text_clean,
+    memory_vectors_enqueue,
+    validity_end,
+)
+
+log = logging.getLogger(__name__)
+
+Status = MemoryStatus
+Action = MemoryEvent.Action
+
+
+def memory_access_record(*, tenant_id, memory_ids: list[str], at: datetime | None = None) -> int:
+    """Count one access for each memory (called off the request path, from a task).
+
+    Idempotent for a given `at`: only rows last accessed before it are counted, and they move to it, so a second
+    delivery of the same access (or a late one older than a newer access) changes nothing."""
+    if not memory_ids:
+        return 0
+    at = at or clock.now()
+    return (
+        MemoryRecord.objects.for_tenant(tenant_id)
+        .filter(pk__in=list(memory_ids))
+        .filter(Q(last_accessed_at__isnull=True) | Q(last_accessed_at__lt=at))
+        .update(access_count=F("access_count") + 1, last_accessed_at=at)
+    )
+
+
+# --- controls over single memories ----------------------------------------------------------------------------
+
+
+def memory_update_text(
+    *,
+    tenant: Tenant,
+    text: str,
+    actor_type: str,
+    actor_id: str = "",
+    memory_id=None,
+    memory: MemoryRecord | None = None,
+    user: EndUser | None = None,
+) -> MemoryRecord:
+    """Replace a memory's text; the outbox re-embeds it. Unchanged text writes nothing."""
+    text = memory_text_clean(text)
+    with transaction.atomic():
+        record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
+        if record.status == Status.DELETED:
+            raise _refuse(record, "edited")
+        if record.text == text:
+            return record
+        before = memory_snapshot(record)
+        record.text = text
+        record.content_hash = content_hash_for(text)
+        record.save(update_fields=["text", "content_hash", "updated_at"])
+        memory_history_write(
+            record=record,
+            action=Action.UPDATED,
+            actor_type=actor_type,
+            actor_id=actor_id,
+            before=before,
+            after=memory_snapshot(record),
+            note="text edited",
+        )
+        memory_vectors_enqueue([record])
+    return record
+
+
+def memory_delete(
+    *,
+    tenant: Tenant,
+    actor_type: str,
+    actor_id: str = "",
+    memory_id=None,
+    memory: MemoryRecord | None = None,
+    user: EndUser | None = None,
+) -> MemoryRecord:
+    """Soft delete: the point goes at once, the row waits for the forget job. Deleting twice is a no-op."""
+    with transaction.atomic():
+        record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
+        if record.status == Status.DELETED:
+            return record
+        return _transition(record, to=Status.DELETED, action=Action.DELETED, actor_type=actor_type, actor_id=actor_id)
+
+
+def memory_delete_all(
+    *, tenant: Tenant, user: EndUser, actor_type: str, actor_id: str = "", batch_size: int = 500
+) -> int:
+    """Soft-delete every memory of the user; returns how many changed. Batched so no lock is held long."""
+    changed = 0
+    while True:
+        with transaction.atomic():
+            records = list(
+                MemoryRecord.objects.for_tenant(tenant)
+                .select_for_update()
+                .filter(user=user)
+                .exclude(status=Status.DELETED)
+                .order_by("pk")[:batch_size]
+            )
+            if not records:
+                return changed
+            now = clock.now()
+            for record in records:
+                before = memory_snapshot(record)
+                record.status, record.status_changed_at = Status.DELETED, now
+                record.save(update_fields=["status", "status_changed_at", "updated_at"])
+                memory_history_write(
+                    record=record,
+                    action=Action.DELETED,
+                    actor_type=actor_type,
+                    actor_id=actor_id,
+                    before=before,
+                    after=memory_snapshot(record),
+                    note="all memories deleted",
+                )
+            memory_vectors_enqueue(records)
+            changed += len(records)
+
+
+# --- bulk delete by filter ------------------------------------------------------------------------------------------
+
+
+BULK_DELETE_SAMPLE = 10
+
+
+@dataclass(frozen=True)
+class BulkDeleteResult:
+    matched: int  # matching memories not yet deleted, before this call
+    deleted: int
+    sample_ids: list[str]  # dry run: the first matches; otherwise the first deleted
+    more: bool  # matches remain past this call's bound: call again
+    dry_run: bool
+
+
+def memories_bulk_delete(
+    *,
+    tenant: Tenant,
+    user: EndUser,
+    criteria,
+    actor_type: str,
+    actor_id: str = "",
+    dry_run: bool = False,
+    limit: int | None = None,
+) -> BulkDeleteResult:
+    """Soft-delete the user's memories matching `criteria` (memory.selectors.MemoryCriteria), oldest first, at
+    most `limit` (capped by CONTINUUM_BULK_DELETE_MAX) per call, each through the single delete's transition: its
+    history event and its outbox row. dry_run counts and samples the matches and changes nothing."""
+    cap = settings.CONTINUUM_BULK_DELETE_MAX
+    limit = cap if limit is None else max(1, min(int(limit), cap))
+    matching = memories_matching(tenant=tenant, user=user, criteria=criteria).order_by("created_at", "pk")
+    matched = matching.count()
+    if dry_run:
+        sample = [str(i) for i in matching.values_list("pk", flat=True)[:BULK_DELETE_SAMPLE]]
+        return BulkDeleteResult(matched, 0, sample, False, True)
+    with transaction.atomic():
+        # Locked rows are re-checked against the filter, so one deleted meanwhile is neither counted nor touched.
+        records = list(matching.select_for_update()[:limit])
+        for record in records:
+            _transition(
+                record,
+                to=Status.DELETED,
+                action=Action.DELETED,
+                actor_type=actor_type,
+                actor_id=actor_id,
+                note="bulk delete",
+            )
+    return BulkDeleteResult(
+        matched, len(records), [str(r.pk) for r in records[:BULK_DELETE_SAMPLE]], matched > len(records), False
+    )
+
+
+def _status_before_removal(record: MemoryRecord) -> str:
+    """The status a memory had before it was deleted, rejected or expired (restore returns it there)."""
+    event = (
+        MemoryEvent.objects.for_tenant(record.tenant_id)
+        .filter(memory_uuid=record.pk, action__in=[Action.DELETED, Action.REJECTED, Action.EXPIRED])
+        .order_by("-created_at", "-id")
+        .first()
+    )
+    previous = (event.before or {}).get("status") if event else None
+    return previous if previous in (Status.ACTIVE, Status.PENDING_REVIEW) else Status.ACTIVE
+
+
+def memory_restore(
+    *,
+    tenant: Tenant,
+    actor_type: str,
+    actor_id: str = "",
+    memory_id=None,
+    memory: MemoryRecord | None = None,
+    user: EndUser | None = None,
+) -> MemoryRecord:
+    """Bring back a deleted, rejected or expired memory (a past expiry is cleared, or it would expire again)."""
+    with transaction.atomic():
+        record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
+        if record.status not in (Status.DELETED, Status.EXPIRED):
+            raise _refuse(record, "restored")
+        changes = {}
+        if record.expires_at is not None and record.expires_at <= clock.now():
+            changes["expires_at"] = None
+        return _transition(
+            record,
+            to=_status_before_removal(record),
+            action=Action.RESTORED,
+            actor_type=actor_type,
+            actor_id=actor_id,
+            **changes,
+        )
+
+
+def _displaced_by(record: MemoryRecord) -> list[MemoryRecord]:
+    """What a memory held for review replaces once approved: the active records it contradicts (same subject,
+    another value) and the events it was consolidated from."""
+    cond = Q(pk__in=[str(i) for i in (record.metadata or {}).get("consolidated_from", [])])
+    if record.subject:
+        cond |= Q(subject=record.subject) & ~Q(value=record.value)
+    return list(
+        MemoryRecord.objects.for_tenant(record.tenant_id)
+        .select_for_update()
+        .filter(cond, user_id=record.user_id, status=Status.ACTIVE)
+        .exclude(pk=record.pk)
+        .order_by("pk")
+    )
+
+
+def memory_approve(
+    *,
+    tenant: Tenant,
+    actor_type: str,
+    actor_id: str = "",
+    memory_id=None,
+    memory: MemoryRecord | None = None,
+    user: EndUser | None = None,
+) -> MemoryRecord:
+    """Make a memory held for review active; what it supersedes (it was held, so did not yet) goes now."""
+    with transaction.atomic():
+        record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
+        if record.status != Status.PENDING_REVIEW:
+            raise _refuse(record, "approved")
+        _transition(record, to=Status.ACTIVE, action=Action.APPROVED, actor_type=actor_type, actor_id=actor_id)
+        for old in _displaced_by(record):
+            _transition(
+                old,
+                to=Status.SUPERSEDED,
+                action=Action.SUPERSEDED,
+                actor_type=actor_type,
+                actor_id=actor_id,
+                note=f"superseded by approved {record.pk}",
+                superseded_by=record,
+                valid_to=validity_end(old=old, new=record),
+            )
+        return record
+
+
+def memory_reject(
+    *,
+    tenant: Tenant,
+    actor_type: str,
+    actor_id: str = "",
+    memory_id=None,
+    memory: MemoryRecord | None = None,
+    user: EndUser | None = None,
+) -> MemoryRecord:
+    with transaction.atomic():
+        record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
+        if record.status != Status.PENDING_REVIEW:
+            raise _refuse(record, "rejected")
+        return _transition(record, to=Status.DELETED, action=Action.REJECTED, actor_type=actor_type, actor_id=actor_id)
+
+
+def memory_expire(
+    *,
+    tenant: Tenant,
+    actor_type: str,
+    actor_id: str = "",
+    memory_id=None,
+    memory: MemoryRecord | None = None,
+    user: EndUser | None = None,
+    note: str = "",
+) -> MemoryRecord:
+    """Expire now (or record that a past expires_at took effect). Expiring an expired memory is a no-op."""
+    with transaction.atomic():
+        record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
+        if record.status == Status.EXPIRED:
+            return record
+        if record.status not in (Status.ACTIVE, Status.PENDING_REVIEW):
+            raise _refuse(record, "expired")
+        now = clock.now()
+        expires_at = record.expires_at if record.expires_at and record.expires_at <= now else now
+        return _transition(
+            record,
+            to=Status.EXPIRED,
+            action=Action.EXPIRED,
+            actor_type=actor_type,
+            actor_id=actor_id,
+            note=note,
+            expires_at=expires_at,
+        )
+
+
+# --- lifecycle: what the scheduled jobs change ---------------------------------------------------------------------
+
+# Set on events whose consolidated fact waits for review, so they are not proposed again meanwhile.

@@ -1,0 +1,93 @@
+"""Grounded answers: a sentence claiming an action stands only when a tool call of the turn did it (checked in code),
+the turn and its closing call see the standing profile, recall fills a budget, and the turn says which memories
+the answer used."""
+from __future__ import annotations
+
+import pytest
+
+from assistant.grounding import ON_RECORD, Grounding
+from assistant.react import LoopLimits, OpenAIChatModel, ToolCallRecord, react_run
+from assistant.tools import tool_actions
+
+from .scripted_llm import answer, call, tool_step
+
+
+def record(name: str, observation: dict | None = None, status: str = "ok") -> ToolCallRecord:
+    return ToolCallRecord(id=f"c_{name}", name=name, arguments={}, status=status, observation=observation or {},
+                          step=1)
+
+
+RECALLED = record("recall", {"memories": [
+    {"text": "Dana's destination is Newark."},
+    {"text": "Dana needs a flight from SFO to Newark next Tuesday, under $400."}]})
+
+
+def grounding(**kw) -> Grounding:
+    return Grounding(actions_of=tool_actions, ignore=("Dana",), **kw)
+
+
+# --- the check itself ---------------------------------------------------------------------------------------------
+
+def test_a_claimed_search_only_memory_did_is_restated_from_the_record():
+    g = grounding()
+    out = g.text("I found a flight from SFO to Newark on Tuesday under $400. Keep aisle seats in mind.", [RECALLED])
+    assert out == f"{ON_RECORD}a flight from SFO to Newark on Tuesday under $400. Keep aisle seats in mind."
+    assert g.changes == [("I found a flight from SFO to Newark on Tuesday under $400.",
+                          f"{ON_RECORD}a flight from SFO to Newark on Tuesday under $400.")]
+
+
+def test_a_finding_framed_as_remembered_stands_after_recall():
+    text = "I found in my notes that you are flying to Newark."
+    assert grounding().text(text, [RECALLED]) == text
+
+
+@pytest.mark.parametrize("sentence", ["I booked your flight to Newark.", "I've sent the itinerary to your email.",
+                                      "Your seat has been changed to 14C.", "Your flight is booked.",
+                                      "The assistant searched three airlines for fares."])
+def test_claimed_actions_no_call_did_are_dropped(sentence):
+    g = grounding()
+    assert g.text(f"{sentence} You prefer aisle seats.", [RECALLED]) == "You prefer aisle seats."
+    assert g.changes == [(sentence, "")]
+
+
+def test_a_claim_without_its_action_keeps_the_assertion():
+    assert grounding().text("I checked that you prefer aisle seats.", []) == "You prefer aisle seats."
+
+
+@pytest.mark.parametrize("tool, sentence", [
+    ("remember", "I've saved your aisle-seat preference."),
+    ("set_goal", "I updated your goal to the Newark flight."),
+    ("forget", "I deleted that memory."),
+    ("book_flight", "I booked the 9:40 flight."),  # a client's tool: its name says what it does
+    ("search_flights", "I found three flights under $400."),
+])
+def test_a_claim_a_successful_call_of_the_turn_made_good_stands(tool, sentence):
+    assert grounding().text(sentence, [record(tool, {"ok": True})]) == sentence
+
+
+def test_a_failed_or_refused_call_makes_no_claim_good():
+    g = grounding()
+    assert g.text("I booked the flight.", [record("book_flight", {"error": "sold out"}, status="error")]) == ""
+    assert g.text("I saved your preference.", [record("remember", {"stored": False, "reason": "secret"})]) == ""
+
+
+def test_negations_promises_and_abilities_claim_nothing():
+    text = "I have not booked anything. I'll search once you confirm. I can send it later."
+    assert grounding().text(text, []) == text
+
+
+def test_the_answer_streamed_is_the_grounded_answer(llm):
+    """Each sentence is checked before it goes out: the user never sees a claim the stored answer lacks."""
+    llm.add(tool_step(call("lookup", {"q": "flight"})),
+            answer("I found a flight to Newark. I booked it for you. Anything else?"))
+    deltas: list[str] = []
+    tools = [{"type": "function", "function": {"name": "lookup", "description": "search memory",
+                                               "parameters": {"type": "object"}}}]
+    result = react_run(messages=[{"role": "user", "content": "My flight?"}], tools=tools,
+                       execute=lambda name, args: ("ok", {"memories": [{"text": "Dana flies to Newark."}]}),
+                       model=OpenAIChatModel(), on_delta=deltas.append,
+                       limits=LoopLimits(max_steps=4, wall_clock_seconds=30, max_calls_per_step=4,
+                                         token_budget=8000, observation_tokens=500),
+                       grounding=Grounding(actions_of=lambda name: {"recall"}))
+    assert "".join(deltas) == result.content == f"{ON_RECORD}a flight to Newark. Anything else?"
+    assert result.messages[-1]["content"] == result.content

@@ -1,0 +1,38 @@
+"""Standing instructions to the assistant become procedures (the profile's first lines); one-off requests, habits
+and set phrases do not."""
+from __future__ import annotations
+
+import pytest
+
+from memory.extraction.rules import instruction_of, rules_extract
+
+
+@pytest.mark.parametrize("sentence", [
+    "From now on, always answer in metric units.",
+    "Please use type hints in every Python snippet you write for me.",
+    "Keep your answers short unless I ask for detail.",
+    "Whenever you propose code, include a test for it.",
+    "Never suggest a paid service without a free alternative.",
+    "Write every date as ISO 8601.",
+])
+def test_standing_instructions_are_procedures(sentence):
+    found = [c for c in rules_extract(sentence, who="Ada") if c.kind == "procedure"]
+    assert len(found) == 1
+    assert found[0].text == f"Ada asked the assistant: {sentence}"
+    assert found[0].subject.startswith("instruction: ")
+
+
+@pytest.mark.parametrize("sentence", [
+    "Write a Python function that validates an invoice.",  # a one-off request: no standing scope
+    "I always take the train to work.",  # a habit: it has a subject
+    "Never mind, it works now.",
+    "Always a pleasure talking to you!",
+    "Show me the logs.",
+    "Keep going and never give up!",  # encouragement between people: nothing about what the assistant produces
+    "Don't let anything stop you.",
+    "Never had a chance to visit it.",
+    "Always here to help.",
+])
+def test_one_off_requests_habits_and_set_phrases_are_not_instructions(sentence):
+    assert instruction_of(sentence) is None
+    assert not [c for c in rules_extract(sentence, who="Ada") if c.kind == "procedure"]

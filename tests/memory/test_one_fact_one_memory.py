@@ -1,0 +1,143 @@
+"""One fact, one memory: statements are stored in the third person with a subject and a predicate, the same words
+from two extractors fold into one memory with both sources, and a correction updates every active statement it
+contradicts. The flight of scripts/demo.py is one case; the rules are general."""
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+import respx
+
+from memory import actions
+from memory.extraction.statements import statement_normalize, third_person
+from memory.models import MemoryEvent, MemoryRecord
+from orchestration.messages import message_extract, source_of
+
+from .memory_support import record_turns
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def active_statements(tenant, user):
+    return list(MemoryRecord.objects.unscoped().filter(tenant=tenant, user=user, status="active")
+                .exclude(kind="event").order_by("created_at", "text"))
+
+
+# --- third person, subject and predicate --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("I prefer aisle seats, and never United.", "Dana prefers aisle seats, and never United."),
+    ("I never fly red-eyes", "Dana never flies red-eyes"),
+    ("I'm allergic to peanuts and my son is too.", "Dana is allergic to peanuts and Dana's son is too."),
+    ("I went to Lisbon in May.", "Dana went to Lisbon in May."),
+    ("Dana's destination is Newark.", "Dana's destination is Newark."),
+])
+def test_first_person_text_is_put_in_the_third_person(text, expected):
+    assert third_person(text, who="Dana") == expected
+
+
+@pytest.mark.parametrize("fragment", ["aisle seats", "never United", "Aisle seats.", "Dana: aisle seats",
+                                      "window or aisle"])
+def test_a_fragment_is_no_statement(fragment):
+    assert statement_normalize(fragment, who="Dana") is None
+
+
+def test_a_statement_missing_only_its_subject_gets_the_users_name():
+    assert statement_normalize("Prefers aisle seats.", who="Dana") == "Dana prefers aisle seats."
+
+
+def test_remember_stores_first_person_text_in_the_third_person(alice, alice_user):
+    record, outcome = actions.memory_remember(tenant=alice, user=alice_user, kind="fact",
+                                              text="I am allergic to peanuts.")
+    assert outcome == "created" and record.text == "Ada is allergic to peanuts."
+
+
+@pytest.mark.parametrize("fragment", ["aisle seats", "never United"])
+def test_remember_refuses_a_memory_without_subject_or_predicate(alice, alice_user, fragment):
+    assert actions.memory_remember(tenant=alice, user=alice_user, kind="preference", text=fragment,
+                                   source_type="inferred") == (None, actions.INCOMPLETE)
+    assert not MemoryRecord.objects.unscoped().filter(tenant=alice).exists()
+
+
+def _llm_answer(memories):
+    return httpx.Response(200, json={
+        "id": "x", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": json.dumps({"memories": memories})}}]})
+
+
+def test_extraction_drops_fragments_and_restates_first_person_memories(alice, alice_user, settings):
+    settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_API_KEY = "http://llm.test/v1", "m", "k"
+    settings.LLM_MAX_RETRIES = 0
+    explicit = [{"kind": "preference", "text": "I like quiet hotel rooms.", "subject": "", "value": "",
+                 "confidence": 0.9}]
+    implicit = [{"kind": "preference", "text": "quiet hotel rooms", "subject": "", "value": "", "confidence": 0.7},
+                {"kind": "preference", "text": "never noisy hotel rooms", "subject": "", "value": "",
+                 "confidence": 0.7}]
+    with respx.mock(assert_all_called=True) as mock:
+        mock.post("http://llm.test/v1/chat/completions").mock(side_effect=[_llm_answer(explicit),
+                                                                           _llm_answer(implicit)])
+        record_turns(alice, alice_user, [("user", "The last hotel was far too noisy; I like quiet rooms.")])
+    texts = {m.text for m in active_statements(alice, alice_user)}
+    assert "Ada likes quiet hotel rooms." in texts
+    assert not texts & {"quiet hotel rooms", "never noisy hotel rooms", "I like quiet hotel rooms."}
+
+
+# --- one statement, one memory ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("remember_first", [True, False])
+def test_the_remember_tool_and_the_rules_on_one_message_make_one_memory_per_fact(alice, alice_user, remember_first):
+    """The demo's second line: the model's remember(kind=fact, the user's words) and the rules' preferences on the
+    same message were five memories; they are the two facts the message states, each with both sources."""
+    _, (message,) = record_turns(alice, alice_user, [("user", "I prefer aisle seats, and never United.")],
+                                 extract=False)
+
+    def remember():
+        actions.memory_remember(tenant=alice, user=alice_user, kind="fact",
+                                text="I prefer aisle seats, and never United.", source=source_of(message))
+
+    def extract():
+        message_extract(tenant_id=message.tenant_id, message_id=message.pk)
+
+    for step in ([remember, extract] if remember_first else [extract, remember]):
+        step()
+    memories = active_statements(alice, alice_user)
+    assert sorted(m.text for m in memories) == ["Ada avoids United.", "Ada prefers aisle seats."]
+    for m in memories:
+        assert {m.extractor, *m.metadata.get("also_extracted_by", [])} == {"remember", "rules"}
+        assert m.source_message_ids == [str(message.pk)] and m.reinforcement_count == 0
+
+
+def test_the_same_statement_filed_under_another_kind_reinforces_it(alice, alice_user):
+    first, _ = actions.memory_remember(tenant=alice, user=alice_user, kind="preference", text="Ada rides a bike.")
+    second, outcome = actions.memory_remember(tenant=alice, user=alice_user, kind="fact", text="Ada rides a bike.")
+    assert outcome == "reinforced" and second.pk == first.pk
+    assert len(active_statements(alice, alice_user)) == 1
+
+
+# --- a correction reaches every statement it contradicts ----------------------------------------------------------
+
+def test_a_corrected_value_updates_the_goal_that_still_said_the_old_one(alice, alice_user):
+    record_turns(alice, alice_user, [("user", "I need a flight from SFO to NYC next Tuesday, under $400."),
+                                     ("user", "Actually, change the destination to Newark.")])
+    texts = [m.text for m in active_statements(alice, alice_user)]
+    assert not [t for t in texts if "NYC" in t], texts
+    goal = MemoryRecord.objects.unscoped().get(tenant=alice, kind="goal", status="active")
+    assert goal.text == "Ada needs a flight from SFO to Newark next Tuesday."
+    old_goal = MemoryRecord.objects.unscoped().get(tenant=alice, kind="goal", status="superseded")
+    assert "NYC" in old_goal.text and old_goal.superseded_by_id == goal.pk
+    history = [e.action for e in MemoryEvent.objects.unscoped().filter(memory_uuid=old_goal.pk).order_by("created_at")]
+    assert history == ["created", "superseded"]
+    destination = MemoryRecord.objects.unscoped().get(tenant=alice, subject="destination", status="active")
+    assert destination.value == "Newark"
+
+
+def test_a_correction_leaves_the_users_own_words_and_unrelated_memories_alone(alice, alice_user):
+    record_turns(alice, alice_user, [("user", "I need a flight from SFO to NYC next Tuesday."),
+                                     ("user", "My sister lives in Boston."),
+                                     ("user", "Actually, change the destination to Newark.")])
+    assert MemoryRecord.objects.unscoped().filter(tenant=alice, kind="event", text__contains="NYC",
+                                                  status="active").exists()
+    corrected = [m for m in active_statements(alice, alice_user) if m.extractor == "correction"]
+    assert corrected and all("Boston" not in m.text and "Newark" in m.text for m in corrected)
