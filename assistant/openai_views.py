@@ -93,7 +93,8 @@ def _start_turn(*, tenant, session, chat: compat.ChatRequest, earlier, loop, que
             result = turn_run(tenant=tenant, session=session, user_input=chat.user_input, earlier=earlier,
                               client_system=chat.client_system, model_options=chat.options,
                               on_delta=(lambda text: post("delta", text)) if stream else None, cancel=cancel,
-                              client_tools=chat.client_tools, tool_results=chat.tool_results)
+                              client_tools=chat.client_tools, tool_results=chat.tool_results,
+                              surface="openai")
             post("done", result)
         except AppError as exc:
             post("error", exc)

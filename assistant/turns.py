@@ -121,7 +121,8 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
              client_system: str = "", max_steps: int | None = None, model: ChatModel | None = None,
              model_options: dict | None = None, on_delta: Callable[[str], None] | None = None,
              cancel: threading.Event | None = None, client_tools: ClientTools | None = None,
-             tool_results: ToolResults | None = None) -> TurnResult:
+             tool_results: ToolResults | None = None,
+             surface: str = "assistant") -> TurnResult:
     """One assistant turn. Each write is its own short transaction; none is open while the model runs.
 
     `earlier`: conversation turns a client sends that the session lacks (the OpenAI surface imports them first).
@@ -158,7 +159,8 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
     ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools,
                        system_prompt=_system_prompt(client_system, toolset), rewrite_query=False,
-                       prompt_apart=True, resume_from_seq=open_turn[0].seq if open_turn is not None else None)
+                       prompt_apart=True, resume_from_seq=open_turn[0].seq if open_turn is not None else None,
+                       surface=surface)
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
     # sent); what the loop adds on top is charged once it is known.
     quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)

@@ -24,6 +24,7 @@ from memory.apis.search import MAX_K, MAX_QUERY_CHARS, MemorySearchOutput
 from memory.models import MemoryEvent, MemoryKind, MemoryStatus, SourceType
 from memory.retrieval import memory_retrieve
 from memory.selectors import memory_list
+from memory.validity import as_of_parse
 from orchestration.context import turn_context
 from orchestration.apis.sessions import SessionOutput
 from sessions.selectors import access_session, bridge_summaries, session_list
@@ -57,8 +58,9 @@ async def _run(fn, /, **kwargs) -> Any:
 
 # --- what each tool does, for one caller (sync: the ORM, Redis and the vector store are sync) ----------------------
 
-def _search(caller: Caller, *, query: str, k: int, budget: int | None) -> dict:
-    found = memory_retrieve(tenant=caller.tenant, user=caller.user, query=query, k=k, token_budget=budget)
+def _search(caller: Caller, *, query: str, k: int, budget: int | None, as_of: str | None = None) -> dict:
+    found = memory_retrieve(tenant=caller.tenant, user=caller.user, query=query, k=k, token_budget=budget,
+                            as_of=as_of_parse(as_of))
     return MemorySearchOutput({"query": query, "results": found}).data
 
 
@@ -103,7 +105,7 @@ def _sessions(caller: Caller, *, state: str | None, limit: int) -> dict:
 
 def _context(caller: Caller, *, session_id: str, new_input: str, budget: int | None) -> dict:
     session = access_session(tenant=caller.tenant, session_id=session_id, user=caller.user)
-    ctx = turn_context(tenant=caller.tenant, session=session, new_input=new_input, budget=budget)
+    ctx = turn_context(tenant=caller.tenant, session=session, new_input=new_input, budget=budget, surface="mcp")
     return ContextOutput({
         "session_id": session.pk, "messages": ctx.messages, "breakdown": ctx.breakdown,
         "total_tokens": ctx.total_tokens, "budget": ctx.budget, "memory_status": ctx.memory_status,
@@ -140,12 +142,14 @@ def mcp_server_build() -> MCPServer:
         k: Annotated[int, Field(ge=1, le=MAX_K, description="How many memories at most.")] = 10,
         budget: Annotated[int | None, Field(ge=50, le=20_000, description="Token budget for the results; strong "
                                             "episodic hits then come with neighbouring turns.")] = None,
+        as_of: Annotated[str | None, Field(max_length=64, description="ISO date or date-time: the memories that "
+                                           "held then, superseded ones included (a date means its end).")] = None,
     ) -> dict[str, Any]:
         """Search the user's active memories (hybrid dense + keyword, reranked). Each result has its provenance:
         source type, session, source message and a readable line such as "you said on 3 May 2024"."""
         if not query.strip():
             raise ToolError("empty_query: The query must not be empty.")
-        return await _run(_search, query=query.strip(), k=k, budget=budget)
+        return await _run(_search, query=query.strip(), k=k, budget=budget, as_of=as_of)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
     async def remember(

@@ -13,10 +13,11 @@ from django.utils.html import format_html
 
 from infra import clock
 from infra.errors import AppError
-
-from tenants.admin import (ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin, UserFilter,
-                           UserFilterMediaMixin, admin_link, changelist_link, staff_actor, user_short, when,
-                           wide_text)
+from orchestration.models import ContextReceipt
+from orchestration.receipts import memory_receipt_usage
+from tenants.admin import (ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
+                           UserFilter, UserFilterMediaMixin, admin_link, changelist_link, staff_actor, user_short,
+                           when, wide_text)
 
 from . import actions as memory_actions
 from .models import JobRun, MemoryEvent, MemoryRecord, MemoryStatus, VectorOutbox
@@ -101,15 +102,15 @@ class MemoryRecordAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
         ("Timeline", {"fields": ("timeline",)}),
         ("Provenance", {"fields": ("source_type", "provenance", "source_messages", "extractor",
                                    "extractor_version", "created_at")}),
-        ("Lifecycle", {"fields": ("learned_at", "confidence", "importance", "expires_at", "last_accessed_at",
-                                  "access_count", "reinforcement_count", "status_changed_at", "superseded_by_link",
-                                  "superseded_list", "updated_at")}),
+        ("Lifecycle", {"fields": ("receipts", "learned_at", "valid_from", "valid_to", "confidence", "importance",
+                                  "expires_at", "last_accessed_at", "access_count", "reinforcement_count",
+                                  "status_changed_at", "superseded_by_link", "superseded_list", "updated_at")}),
     )
     readonly_fields = ("kind", "status", "said_by", "tenant", "user_link", "subject", "value", "timeline",
                        "source_type", "provenance", "source_messages", "extractor", "extractor_version",
-                       "created_at", "learned_at", "confidence", "importance", "expires_at", "last_accessed_at",
-                       "access_count", "reinforcement_count", "status_changed_at", "superseded_by_link",
-                       "superseded_list", "updated_at")
+                       "created_at", "learned_at", "valid_from", "valid_to", "receipts", "confidence", "importance",
+                       "expires_at", "last_accessed_at", "access_count", "reinforcement_count", "status_changed_at",
+                       "superseded_by_link", "superseded_list", "updated_at")
     actions = ["approve", "reject", "expire", "delete_memories", "restore"]
 
     @admin.display(description="text", ordering="text")
@@ -203,6 +204,14 @@ class MemoryRecordAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
         links = [format_html('<a href="{}">{}</a>', reverse("admin:chat_sessions_message_change", args=[i]), i[:8])
                  for i in ids]
         return format_html(", ".join(["{}"] * len(links)), *links)
+
+    @admin.display(description="given to the model")
+    def receipts(self, obj):
+        usage = memory_receipt_usage(tenant=obj.tenant_id, memory_id=obj.pk)
+        if not usage["turns"]:
+            return "not in any kept receipt"
+        label = f"used in {usage['turns']} turns, last on {usage['last']:%d %b %Y %H:%M}"
+        return changelist_link(ContextReceipt, label, memory=obj.pk)
 
     @admin.display(description="superseded by")
     def superseded_by_link(self, obj):

@@ -75,6 +75,9 @@ class RetrievedMemory:
     neighbour_message_ids: list[str] = field(default_factory=list)
     session_number: int | None = None  # the session's ordinal among its user's sessions ("session 3")
     dates: list[dict] = field(default_factory=list)  # dates its words refer to, resolved when it was said
+    score_parts: dict = field(default_factory=dict)  # how the score was made (score_parts): what a receipt records
+    valid_from: datetime | None = None  # when it held (read for a retrieval as_of a time)
+    valid_to: datetime | None = None
 
 
 @dataclass
@@ -163,7 +166,7 @@ UNSIZED_TOKENS = 20  # a point written before sizes were kept in its payload cou
 
 
 def _gather(*, tenant, user_ids: list[str], limit: int, now_epoch: float, vector=None, text: str | None = None,
-            into: dict[str, _Candidate] | None = None) -> dict[str, _Candidate]:
+            into: dict[str, _Candidate] | None = None, statuses=("active",)) -> dict[str, _Candidate]:
     """The dense (vector) or BM25 (text) candidates of every user in scope, added to `into`."""
     store = get_vector_store()
     found = {} if into is None else into
@@ -171,7 +174,7 @@ def _gather(*, tenant, user_ids: list[str], limit: int, now_epoch: float, vector
     attr = "dense" if vector is not None else "sparse"
     try:
         searches = [Search(Scope(tenant_id=tenant_id, user_id=user_id), dense=vector, text=text, limit=limit,
-                           statuses=("active",), not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS)
+                           statuses=statuses, not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS)
                     for user_id in user_ids]
         for hits in store.search_batch(searches):  # every user's search planned as one pass over the shard
             for hit in hits:
@@ -262,6 +265,19 @@ def _adjust(c: _Candidate, row: dict, now: datetime) -> float:
             + WEIGHT_IMPORTANCE * (row["importance"] - 0.5) + WEIGHT_ACCESS * math.log1p(row["access_count"]))
 
 
+def score_parts(c: _Candidate, row: dict, now: datetime) -> dict:
+    """The terms of a candidate's final score (_adjust), each as it was added: raw dense and keyword scores, their
+    fusion, the session prior, and the recency, confidence, importance and access adjustments."""
+    created = row["created_at"]
+    age_days = max(0.0, (now - created).total_seconds() / 86400.0) if created else 0.0
+    return {"dense": c.dense, "keyword": c.sparse, "fused": round(c.fused, 4),
+            "session_prior": round(c.score - c.fused, 4),
+            "recency": round(WEIGHT_RECENCY * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS), 4),
+            "confidence": round(WEIGHT_CONFIDENCE * (row["confidence"] - 0.7), 4),
+            "importance": round(WEIGHT_IMPORTANCE * (row["importance"] - 0.5), 4),
+            "access": round(WEIGHT_ACCESS * math.log1p(row["access_count"]), 4)}
+
+
 # Reads the turns right before and after given messages: (tenant=, message_ids=) -> rows with pk, session_id,
 # seq, role, name, content, session__user_id and `around` (the message a turn is next to). The conversations
 # package provides it (sessions.turn_reads.turns_around); memory never reads messages itself.
@@ -299,19 +315,23 @@ def _excerpt(m: RetrievedMemory, *, weights: dict[str, float], limit: int) -> st
 
 def memory_retrieve(*, tenant, user, query: str, goal: str = "", k: int = 10, token_budget: int | None = None,
                     exclude_session_id=None, rewrite: bool = True,
-                    neighbours: TurnsAround | None = None) -> list[RetrievedMemory]:
+                    neighbours: TurnsAround | None = None, left_out: list | None = None,
+                    as_of: datetime | None = None) -> list[RetrievedMemory]:
     """Active, unexpired memories of this tenant's user, best first. Raises ServiceUnavailable if Qdrant is down.
 
-    neighbours: how to read the turns around a memory's source message; without it no hit is expanded."""
+    neighbours: how to read the turns around a memory's source message; without it no hit is expanded.
+    left_out: a list that receives the memories ranked in but left out because they did not fit the budget.
+    as_of: the memories valid at that time instead (a superseded one included, while it held)."""
     return memory_retrieve_for_users(tenant=tenant, users=[user], query=query, goal=goal, k=k,
                                      token_budget=token_budget, exclude_session_id=exclude_session_id,
-                                     rewrite=rewrite, neighbours=neighbours)
+                                     rewrite=rewrite, neighbours=neighbours, left_out=left_out, as_of=as_of)
 
 
 def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: int = 10,
                               token_budget: int | None = None, exclude_session_id=None,
                               neighbours: TurnsAround | None = None, record_access: bool = True,
-                              rewrite: bool = True) -> list[RetrievedMemory]:
+                              rewrite: bool = True, left_out: list | None = None,
+                              as_of: datetime | None = None) -> list[RetrievedMemory]:
     """Retrieval over the memories of several users of one tenant (e.g. both people of a conversation).
 
     rewrite=False searches with the input and goal as they are, even where an LLM could rewrite them."""
@@ -328,18 +348,22 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     user_ids = [str(u.pk) for u in users]
     limit = settings.MEMORY_RETRIEVAL_CANDIDATES
     # The keyword search needs only the text: it runs while the query is embedded, then the dense search joins it.
-    cands = _gather(tenant=tenant, user_ids=user_ids, text=text, limit=limit, now_epoch=now.timestamp())
+    statuses = ("active",) if as_of is None else ("active", "superseded")
+    cands = _gather(tenant=tenant, user_ids=user_ids, text=text, limit=limit, now_epoch=now.timestamp(),
+                    statuses=statuses)
     try:
         vector, *part_vectors = pending.result()
     except Exception as exc:
         raise ServiceUnavailable(f"Embedding the query failed: {exc.__class__.__name__}", code="embedder_unavailable") \
             from exc
-    _gather(tenant=tenant, user_ids=user_ids, vector=vector, limit=limit, now_epoch=now.timestamp(), into=cands)
+    _gather(tenant=tenant, user_ids=user_ids, vector=vector, limit=limit, now_epoch=now.timestamp(), into=cands,
+            statuses=statuses)
     searches = [cands]
     for part, part_vector in zip(plan.parts, part_vectors):
-        found = _gather(tenant=tenant, user_ids=user_ids, text=part, limit=limit, now_epoch=now.timestamp())
+        found = _gather(tenant=tenant, user_ids=user_ids, text=part, limit=limit, now_epoch=now.timestamp(),
+                        statuses=statuses)
         searches.append(_gather(tenant=tenant, user_ids=user_ids, vector=part_vector, limit=limit,
-                                now_epoch=now.timestamp(), into=found))
+                                now_epoch=now.timestamp(), into=found, statuses=statuses))
     if exclude_session_id is not None:
         searches = [{mid: c for mid, c in found.items() if c.payload.get("session_id") != str(exclude_session_id)}
                     for found in searches]
@@ -349,7 +373,8 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     shortlist = _shortlist(sorted(cands.values(), key=lambda c: c.score, reverse=True), k=k, token_budget=token_budget)
     # The database is the truth: a row changed since the point was written (deleted, superseded, expired, moved)
     # does not come back, whatever the payload says.
-    rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for _, c in shortlist], now=now)
+    rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for _, c in shortlist], now=now,
+                       as_of=as_of)
     # (final score, row), best first within each tier: each candidate's adjusted score is computed once and shown
     # as it ranked.
     scored = [(tier, _adjust(c, rows[c.memory_id], now), c) for tier, c in shortlist if c.memory_id in rows]
@@ -372,8 +397,12 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     # The walk takes memories best first and stops at the first that does not fit (cut to its best sentences when
     # that still says something): skipping it for a smaller one further down would let a larger budget, which takes
     # the first, lose the smaller one. So a larger budget always returns everything a smaller one does, and more.
-    for score, row in ranked:
-        if len(out) >= k or block.full():
+    cut = None  # where the budget stopped the walk: the memories from there on were left out for it
+    for pos, (score, row) in enumerate(ranked):
+        if len(out) >= k:
+            break
+        if block.full():
+            cut = pos
             break
         primary = row["source_message_id"]  # the reads give ids as strings (or None)
         if primary and primary in shown_turns:
@@ -390,7 +419,9 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             source_type=row["source_type"], created_at=row["created_at"], session_id=sid, source_message_id=primary,
             provenance="", user_id=row["user_id"], confidence=row["confidence"],
             source_message_ids=row["source_message_ids"] or ([primary] if primary else []),
-            session_number=row["session_number"], dates=list(row["dates"] or []))
+            session_number=row["session_number"], dates=list(row["dates"] or []),
+            score_parts=score_parts(cands[row["id"]], row, now),
+            valid_from=row.get("valid_from"), valid_to=row.get("valid_to"))
         if part_max:
             m.text = _excerpt(m, weights=weights, limit=part_max)
         cost = block.cost(m)
@@ -400,9 +431,11 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             room = block.room() - (cost - count_tokens(m.text))
             m.text = _excerpt(m, weights=weights, limit=room) if part_max and room > 0 else ""
             if not m.text:
+                cut = pos
                 break
             cost, last = block.cost(m), True
             if not block.fits(cost):
+                cut = pos
                 break
         if (expand and not last and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS
                 and row["kind"] == MemoryKind.EVENT):
@@ -423,12 +456,39 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
         m.token_count = cost
         m.provenance = provenance_line(source_type=m.source_type, created_at=m.created_at,
                                        session_number=m.session_number, dates=m.dates)
+        if m.valid_to is not None:  # asked as of a past time: say when it stopped holding
+            m.provenance += f"; superseded on {m.valid_to.day} {m.valid_to:%B %Y}"
         out.append(m)
         if last:
+            cut = pos + 1
             break
+    if left_out is not None and cut is not None and len(out) < k:
+        left_out += _next_best(ranked[cut:], limit=k - len(out), block=block, shown=shown_turns,
+                               parts=lambda row: score_parts(cands[row["id"]], row, now))
     if record_access and out:
         _access_record_later(tenant_id=str(tenant.pk), memory_ids=[m.memory_id for m in out], at=now)
     return out
+
+
+def _next_best(rest: list, *, limit: int, block: BlockBudget, shown: set, parts) -> list[RetrievedMemory]:
+    """The best rows after the budget filled up, at most `limit` (what k had room for): what a larger budget would
+    have shown next, each with what it would have cost."""
+    found = []
+    for score, row in rest:
+        if len(found) >= limit:
+            break
+        primary = row["source_message_id"]
+        if primary and primary in shown:
+            continue
+        m = RetrievedMemory(memory_id=row["id"], kind=row["kind"], text=row["text"], score=round(score, 4),
+                            source_type=row["source_type"], created_at=row["created_at"], session_id=row["session_id"],
+                            source_message_id=primary, provenance="", user_id=row["user_id"],
+                            confidence=row["confidence"], session_number=row["session_number"],
+                            source_message_ids=row["source_message_ids"] or ([primary] if primary else []),
+                            dates=list(row["dates"] or []), score_parts=parts(row))
+        m.token_count = block.cost(m)
+        found.append(m)
+    return found
 
 
 def _access_record_later(*, tenant_id: str, memory_ids: list[str], at: datetime) -> None:

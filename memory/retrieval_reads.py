@@ -46,15 +46,18 @@ def _from_micros(value):
     return None if value is None else _EPOCH + timedelta(microseconds=value)
 
 
-def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now) -> dict[str, dict]:
+def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now, as_of=None) -> dict[str, dict]:
     """Active, unexpired memories among `memory_ids` of these users of this tenant, by id, as MEMORY_KEYS dicts
     (ids as strings). `session_number` is the memory's session's ordinal among its user's sessions, oldest first
-    (the user's "session 3"); None without a session."""
+    (the user's "session 3"); None without a session.
+
+    as_of: instead, the memories valid at that time (superseded ones included), each with valid_from and valid_to;
+    a question about the past is rare, so it takes the ORM path."""
     if not memory_ids or not user_ids:
         return {}
-    if not native():
+    if as_of is not None or not native():
         return {r["id"]: r for r in memory_rows_orm(tenant=tenant, user_ids=user_ids, memory_ids=memory_ids,
-                                                         now=now)}
+                                                         now=now, as_of=as_of)}
     with connection.cursor() as cursor:
         cursor.execute(_memory_sql(), [tenant.pk, list(user_ids), tenant.pk, list(user_ids), list(memory_ids),
                                        MemoryStatus.ACTIVE, now])
@@ -67,14 +70,19 @@ def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now) -> d
     return {r["id"]: r for r in rows}
 
 
-def memory_rows_orm(*, tenant, user_ids, memory_ids, now) -> list[dict]:
+def memory_rows_orm(*, tenant, user_ids, memory_ids, now, as_of=None) -> list[dict]:
+    statuses = [MemoryStatus.ACTIVE] if as_of is None else [MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED]
+    found = (MemoryRecord.objects.for_tenant(tenant).filter(user_id__in=user_ids, pk__in=memory_ids,
+                                                            status__in=statuses)
+             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now)))
+    keys = _COLUMN_KEYS
+    if as_of is not None:
+        found = found.filter(Q(valid_from__isnull=True) | Q(valid_from__lte=as_of),
+                             Q(valid_to__isnull=True) | Q(valid_to__gt=as_of))
+        keys = (*keys, "valid_from", "valid_to")
     rows = [ids_as_text(row, _ID_KEYS) for row in
-            MemoryRecord.objects.for_tenant(tenant).filter(user_id__in=user_ids, pk__in=memory_ids,
-                                                           status=MemoryStatus.ACTIVE)
-            .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
-            .order_by()  # the rows are looked up by id: sorting them is wasted work
-            .values(*_COLUMN_KEYS, dates=KeyTransform("dates", "metadata"),
-                    passage=KeyTransform("passage", "metadata"))]
+            found.order_by()  # the rows are looked up by id: sorting them is wasted work
+            .values(*keys, dates=KeyTransform("dates", "metadata"), passage=KeyTransform("passage", "metadata"))]
     numbers = session_numbers_orm(tenant=tenant, user_ids=user_ids) if rows else {}
     for row in rows:
         ids = row["source_message_ids"]

@@ -20,16 +20,21 @@ from memory import retrieval
 from memory.profile import profile_select
 from sessions.turn_reads import turns_around
 
+from .receipts import receipt_build, receipt_record_later
+
 log = logging.getLogger(__name__)
 
 
-def memories_for_turn(*, tenant, session, query: str, goal: str, token_budget: int, rewrite: bool) -> tuple[list, str]:
+def memories_for_turn(*, tenant, session, query: str, goal: str, token_budget: int, rewrite: bool,
+                      left_out: list | None = None) -> tuple[list, str]:
     """The user's memories for this turn, other sessions only, within the memory section's budget; with
-    "unavailable" instead of an error when the vector store or the embedder is down (the turn goes on)."""
+    "unavailable" instead of an error when the vector store or the embedder is down (the turn goes on).
+    left_out receives what was ranked in but did not fit the budget (for the receipt)."""
     try:
         found = retrieval.memory_retrieve(tenant=tenant, user=session.user, query=query, goal=goal,
                                 k=settings.CONTINUUM_CONTEXT_MEMORY_K, token_budget=token_budget,
-                                exclude_session_id=session.pk, rewrite=rewrite, neighbours=turns_around)
+                                exclude_session_id=session.pk, rewrite=rewrite, neighbours=turns_around,
+                                left_out=left_out)
         return list(found or []), "ok"
     except ServiceUnavailable as exc:
         log.warning("memory retrieval unavailable for session %s: %s", session.pk, exc)
@@ -39,25 +44,30 @@ def memories_for_turn(*, tenant, session, query: str, goal: str, token_budget: i
 def turn_context(*, tenant, session, new_input: str, budget=None, tools: list[dict] | None = None,
                  system_prompt: str | None = None, include_memories: bool = True,
                  rewrite_query: bool = True, prompt_apart: bool = False,
-                 resume_from_seq: int | None = None) -> TurnContext:
+                 resume_from_seq: int | None = None, surface: str = "context") -> TurnContext:
     """Compose the context for the session's next turn. Redis errors propagate (the API answers 503).
 
     rewrite_query=False skips the LLM query rewrite: a caller whose model can search memories itself (assistant
     mode's recall tool) does not pay one more model round trip before every turn. prompt_apart: see
     context_compose (the system prompt as a stable first message); resume_from_seq: context_compose too.
+    surface: who asked (context, assistant, openai, mcp), as the context's receipt records it.
     """
     plan: ContextBudget = as_budget(budget)
     buf = buffer_get(tenant_id=tenant.pk, user_id=session.user_id, session_id=session.pk,
                      db_seq=session.message_seq)
-    memories, status = [], "ok"
+    memories, status, left_out = [], "ok", []
     query = memory_query(new_input, buf)
     # Retrieval fills the memory section's budget with what the model reads; the section's framing is outside it.
     cap = min(plan.caps.get("memories", 0), plan.total) - memory_section_overhead()
     if include_memories and cap > 0 and query:
         memories, status = memories_for_turn(tenant=tenant, session=session, query=query, goal=buf.goal,
-                                             token_budget=cap, rewrite=rewrite_query)
+                                             token_budget=cap, rewrite=rewrite_query, left_out=left_out)
     # The standing profile is read by kind, not by the query: an instruction holds whatever the turn is about.
     profile = profile_select(tenant=tenant, user=session.user) if include_memories else []
-    return context_compose(tenant=tenant, session=session, new_input=new_input, budget=plan, tools=tools,
-                           system_prompt=system_prompt, buffer=buf, memories=memories, memory_status=status,
-                           prompt_apart=prompt_apart, profile=profile, resume_from_seq=resume_from_seq)
+    ctx = context_compose(tenant=tenant, session=session, new_input=new_input, budget=plan, tools=tools,
+                          system_prompt=system_prompt, buffer=buf, memories=memories, memory_status=status,
+                          prompt_apart=prompt_apart, profile=profile, resume_from_seq=resume_from_seq)
+    if settings.CONTINUUM_RECEIPTS:
+        receipt_record_later(receipt_build(tenant=tenant, session=session, surface=surface, query=query, ctx=ctx,
+                                           retrieved=memories, left_out=left_out))
+    return ctx

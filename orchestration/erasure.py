@@ -5,11 +5,15 @@ and the caller can simply retry. Then the database rows (the truth) in one trans
 included, so no flush can bring a point back. Then Qdrant and Redis once more, for a point an in-flight flush or a
 key an in-flight request wrote in between; a failure there is logged and the reconcile job removes the orphan
 point. Running it again on an erased user finds nothing and changes nothing.
+
+The erase returns, and logs, its receipt: per store what it removed (database rows by table, vector points, Redis
+keys, pending outbox writes, queued webhook payloads naming the user), then a re-check of every store that counts
+what is left of the user; `complete` says the re-check found nothing.
 """
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from django.conf import settings
 from django.db import transaction
@@ -22,10 +26,12 @@ from infra.redis_client import Keys, get_redis
 from infra.task_queue import task_enqueue_on_commit
 from infra.vector_store import Scope, get_vector_store
 from memory.actions import memories_erase_user
-from memory.models import VectorOutbox
+from memory.models import MemoryEvent, MemoryRecord, VectorOutbox
 from sessions.models import Message, Session
 from tenants.models import EndUser, Tenant, TenantErasure
-from webhooks.events import webhook_event_emit
+from webhooks.events import webhook_event_emit, webhook_pending_for_user_count, webhook_pending_for_user_discard
+
+from .models import ContextReceipt
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +44,11 @@ class ErasureReport:
     sessions: int = 0
     redis_keys: int = 0
     vector_scope_deleted: bool = False
+    # The receipt: {"database": {table: rows}, "vector_points": n, "redis_keys": n, "outbox_pending": n,
+    # "webhook_payloads": n} as removed, and the same stores as counted again afterwards.
+    removed: dict = field(default_factory=dict)
+    remaining: dict = field(default_factory=dict)
+    complete: bool = False
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -84,21 +95,67 @@ def _unextracted_message_ids(tenant, user_id) -> list[str]:
             .values_list("pk", flat=True)]
 
 
+def _points_count(tenant_id, user_id) -> int | None:
+    """The user's vector points, None when the store cannot say (the erase itself then decides what happens)."""
+    try:
+        return get_vector_store().count(_vector_scope(tenant_id, user_id))
+    except Exception as exc:
+        log.warning("counting the points of user %s failed: %s", user_id, exc)
+        return None
+
+
+def _leftovers(*, tenant, user_id: str, memory_ids: list, keys: list[str]) -> dict:
+    """Everything of the user any store still holds, counted: the erasure's re-check."""
+    database = {
+        "tenants.EndUser": EndUser.objects.for_tenant(tenant).filter(pk=user_id).count(),
+        "chat_sessions.Session": Session.objects.for_tenant(tenant).filter(user_id=user_id).count(),
+        "chat_sessions.Message": Message.objects.for_tenant(tenant).filter(session__user_id=user_id).count(),
+        "memory.MemoryRecord": MemoryRecord.objects.for_tenant(tenant).filter(user_id=user_id).count(),
+        "memory.MemoryEvent": (MemoryEvent.objects.for_tenant(tenant).filter(user_id=user_id).count()
+                               + MemoryEvent.objects.for_tenant(tenant).filter(memory_uuid__in=memory_ids).count()),
+        "orchestration.ContextReceipt": ContextReceipt.objects.for_tenant(tenant).filter(user_id=user_id).count(),
+    }
+    r = get_redis()
+    return {
+        "database": {table: n for table, n in database.items() if n},
+        "vector_points": _points_count(tenant.pk, user_id),
+        "redis_keys": sum(r.exists(*keys[i:i + 500]) for i in range(0, len(keys), 500)),
+        "outbox_pending": VectorOutbox.objects.for_tenant(tenant.pk).filter(memory_uuid__in=memory_ids,
+                                                                            done_at__isnull=True).count(),
+        "webhook_payloads": webhook_pending_for_user_count(tenant_id=tenant.pk, user_id=user_id),
+    }
+
+
+def _nothing_left(remaining: dict) -> bool:
+    return (not remaining["database"] and remaining["vector_points"] == 0 and not remaining["redis_keys"]
+            and not remaining["outbox_pending"] and not remaining["webhook_payloads"])
+
+
 def user_erase(*, tenant: Tenant, user: EndUser | None = None, user_id=None) -> ErasureReport:
-    """Remove everything stored about one end user of this tenant, in every store."""
+    """Remove everything stored about one end user of this tenant, in every store; returns the erasure's receipt
+    (what each store gave up, and a re-check of what is left)."""
     uid = str(user.pk if user is not None else user_id)
     report = ErasureReport(user_id=uid)
     session_ids = [str(s) for s in Session.objects.for_tenant(tenant).filter(user_id=uid).values_list("pk", flat=True)]
     message_ids = _unextracted_message_ids(tenant, uid)
+    memory_ids = list(MemoryRecord.objects.for_tenant(tenant).filter(user_id=uid).values_list("pk", flat=True))
+    points = _points_count(tenant.pk, uid)
     _vectors_delete(tenant.pk, uid)
     report.redis_keys = _redis_delete(tenant.pk, uid, session_ids, message_ids)
+    tables: dict[str, int] = {}
     with transaction.atomic():
         owner = EndUser.objects.for_tenant(tenant).select_for_update().filter(pk=uid).first()
         erased = memories_erase_user(tenant=tenant, user_id=uid)
         report.memories, report.events = erased["memories"], erased["events"]
         report.sessions = len(session_ids)
+        tables.update({"memory.MemoryRecord": erased["memories"], "memory.MemoryEvent": erased["events"],
+                       "memory.VectorOutbox": erased["outbox_rows"]})
+        webhooks = webhook_pending_for_user_discard(tenant_id=tenant.pk, user_id=uid)
+        tables["webhooks.WebhookDelivery"] = webhooks
         if owner is not None:
-            owner.delete()  # cascades: sessions, messages, anchors, bridges, links, memories
+            _, cascaded = owner.delete()  # cascades: sessions, messages, anchors, bridges, links, receipts, memories
+            for table, n in cascaded.items():
+                tables[table] = tables.get(table, 0) + n
             # The tenant's own id for the user (often an email) goes only to endpoints that opted in to content.
             webhook_event_emit(tenant_id=tenant.pk, event_type="user.erased", data={
                 "user_id": uid, "erased_at": clock.now(), "memories": report.memories, "sessions": report.sessions},
@@ -109,7 +166,17 @@ def user_erase(*, tenant: Tenant, user: EndUser | None = None, user_id=None) -> 
         report.redis_keys += _redis_delete(tenant.pk, uid, session_ids, message_ids)
     except Exception:
         log.exception("erase of user %s: the second sweep failed; reconcile will remove what is left", uid)
-    log.info("erased user %s of tenant %s: %s", uid, tenant.pk, report.as_dict())
+    report.removed = {"database": {t: n for t, n in sorted(tables.items()) if n}, "vector_points": points,
+                      "redis_keys": report.redis_keys, "outbox_pending": erased["outbox_pending"],
+                      "webhook_payloads": webhooks}
+    report.remaining = _leftovers(tenant=tenant, user_id=uid, memory_ids=memory_ids,
+                                  keys=_user_redis_keys(tenant.pk, uid, session_ids, message_ids))
+    report.complete = _nothing_left(report.remaining)
+    if report.complete:
+        log.info("erased user %s of tenant %s: %s", uid, tenant.pk, report.as_dict())
+    else:
+        log.warning("erased user %s of tenant %s, but the re-check found data left: %s", uid, tenant.pk,
+                    report.as_dict())
     return report
 
 

@@ -8,11 +8,13 @@ from django.conf import settings
 
 from infra.errors import AppError
 from infra.task_retry import RETRY_ON, service_task
+from tenants.models import Tenant
 
 from .erasure import tenant_erase, tenant_erasure_failed
 from .imports import import_job_advance, import_job_failed, imports_backlog_next, \
     imports_backlog_work
 from .messages import message_extract
+from .receipts import receipt_write, receipts_purge
 from .sessions import session_finish, sessions_close_idle
 
 log = logging.getLogger(__name__)
@@ -105,3 +107,23 @@ def imports_backlog_task(self, tenant_id: str, user_id: str) -> int:
                                   allow_llm_failure=self.request.retries >= EXTRACT_MAX_RETRIES)
     imports_backlog_next(tenant_id=tenant_id, user_id=user_id, more=result.more)
     return result.bridges + result.extracted
+
+
+@service_task(max_retries=3, backoff_max=120)
+def context_receipt_write_task(self, payload: dict) -> str | None:
+    """Write one composed context's receipt (orchestration/receipts.py); its id makes a rerun write nothing."""
+    receipt = receipt_write(payload=payload)
+    return str(receipt.pk) if receipt is not None else None
+
+
+@service_task(max_retries=3, backoff_max=120)
+def context_receipts_purge_task(self) -> int:
+    """Delete receipts past each tenant's retention, bounded per tenant; runs again while any tenant has more."""
+    deleted, more = 0, False
+    for tenant in Tenant.objects.all():  # Tenant is not tenant-owned: the beat job's fan-out over all of them
+        result = receipts_purge(tenant=tenant)
+        deleted += result["deleted"]
+        more = more or result["more"]
+    if more:
+        context_receipts_purge_task.apply_async(countdown=1)
+    return deleted

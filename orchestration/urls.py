@@ -1,13 +1,16 @@
-"""Routes of the flows orchestration owns: sessions and messages, imports, a session's context and links, and the
-end-user operations that span the apps (delete/erase, export, bulk delete)."""
+"""Routes of the flows orchestration owns: sessions and messages, imports, a session's context, links and receipts,
+the end-user operations that span the apps (delete/erase, export, bulk delete) and the portable memory format."""
 from django.urls import path
 
-from .apis import context, sessions, users
+from .apis import context, portable, receipts, sessions, users
 
 urlpatterns = [
     path("users/<str:user_id>", users.UserDetailApi.as_view(), name="user-detail"),
     path("users/<str:user_id>/erase", users.UserEraseApi.as_view(), name="user-erase"),
     path("users/<str:user_id>/memories/export", users.UserMemoryExportApi.as_view(), name="user-memories-export"),
+    path("users/<str:user_id>/memories/export.jsonl", portable.UserMemoriesPortableExportApi.as_view(),
+         name="user-memories-export-portable"),
+    path("memories/import", portable.MemoriesImportApi.as_view(), name="memories-import"),
     path("users/<str:user_id>/memories/bulk-delete", users.UserMemoryBulkDeleteApi.as_view(),
          name="user-memories-bulk-delete"),
     path("sessions", sessions.SessionOpenApi.as_view(), name="sessions-open"),
@@ -20,4 +23,5 @@ urlpatterns = [
          name="user-import-detail"),
     path("sessions/<str:session_id>/context", context.SessionContextApi.as_view(), name="session-context"),
     path("sessions/<str:session_id>/links", context.SessionLinksApi.as_view(), name="session-links"),
+    path("sessions/<str:session_id>/receipts", receipts.SessionReceiptsApi.as_view(), name="session-receipts"),
 ]

@@ -33,6 +33,8 @@ class Tenant(models.Model):
     review_inferred = models.BooleanField(default=False, help_text="Hold inferred memories for staff review.")
     remember_assistant_turns = models.BooleanField(
         default=True, help_text="Keep what the assistant said as episodic memories (never as facts about the user).")
+    receipt_retention_days = models.PositiveIntegerField(
+        default=30, help_text="Keep the receipts of composed contexts (what memory each turn was given) this many days.")
     memory_ttl_days = models.JSONField(default=dict, blank=True, help_text='Per-kind TTL override, e.g. {"event": 180}.')
     memory_lifetime_from = models.CharField(
         max_length=8, choices=LifetimeFrom.choices, default=LifetimeFrom.LEARNED,

@@ -113,3 +113,21 @@ def webhook_event_emit(*, tenant_id, event_type: str, data: dict, content: dict 
 def _enqueue(tenant_id: str, delivery_ids: list[int]) -> None:
     for delivery_id in delivery_ids:
         task_enqueue("webhooks.tasks.webhook_deliver_task", tenant_id, delivery_id)
+
+
+def _naming_user(tenant_id, user_id):
+    # Bodies are compact JSON (event_body), so an event about the user carries exactly this pair.
+    return WebhookDelivery.objects.for_tenant(tenant_id).filter(
+        state=WebhookDelivery.State.PENDING, body__contains=f'"user_id":"{user_id}"').exclude(
+        event_type=EventType.USER_ERASED)
+
+
+def webhook_pending_for_user_count(*, tenant_id, user_id) -> int:
+    """Pending deliveries whose payload names this end user (the user.erased announcement aside)."""
+    return _naming_user(tenant_id, user_id).count()
+
+
+def webhook_pending_for_user_discard(*, tenant_id, user_id) -> int:
+    """Drop the pending deliveries that name an end user being erased, so no queued payload carries their data out
+    after the erase; the user.erased announcement is kept. Returns how many were dropped."""
+    return _naming_user(tenant_id, user_id).delete()[0]

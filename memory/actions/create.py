@@ -28,7 +28,14 @@ from ..outbox import outbox_enqueue
 from ..sources import SourceMessage
 from ..user_lock import user_memory_lock
 from .corrections import corrections_apply_locked
-from .records import MAX_SOURCE_MESSAGES, _new_record, _validated, memory_history_write, memory_snapshot
+from .records import (
+    MAX_SOURCE_MESSAGES,
+    _new_record,
+    _validated,
+    memory_history_write,
+    memory_snapshot,
+    validity_end,
+)
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +126,8 @@ def memory_supersede(
     old.status = MemoryStatus.SUPERSEDED
     old.superseded_by = new
     old.status_changed_at = clock.now()
-    old.save(update_fields=["status", "superseded_by", "status_changed_at", "updated_at"])
+    old.valid_to = validity_end(old=old, new=new)
+    old.save(update_fields=["status", "superseded_by", "status_changed_at", "valid_to", "updated_at"])
     memory_history_write(
         record=old,
         action=MemoryEvent.Action.SUPERSEDED,

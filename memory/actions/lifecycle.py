@@ -300,6 +300,8 @@ def memories_erase_user(*, tenant: Tenant, user_id) -> dict:
     events = MemoryEvent.objects.for_tenant(tenant).filter(user_id=user_id).delete()[0]
     # Tombstones of forgotten memories keep the user id but no longer point at a record.
     events += MemoryEvent.objects.for_tenant(tenant).filter(memory_uuid__in=memory_ids).delete()[0]
-    VectorOutbox.objects.for_tenant(tenant.pk).filter(memory_uuid__in=memory_ids).delete()
+    outbox = VectorOutbox.objects.for_tenant(tenant.pk).filter(memory_uuid__in=memory_ids)
+    pending = outbox.filter(done_at__isnull=True).count()
+    outbox_rows = outbox.delete()[0]
     MemoryRecord.objects.for_tenant(tenant).filter(user_id=user_id).delete()
-    return {"memories": len(memory_ids), "events": events}
+    return {"memories": len(memory_ids), "events": events, "outbox_rows": outbox_rows, "outbox_pending": pending}

@@ -67,6 +67,14 @@ def memory_expiry(*, tenant: Tenant, kind: str, said_at: datetime, learned_at: d
     return memory_lifetime_start(tenant=tenant, said_at=said_at, learned_at=learned_at) + timedelta(days=days)
 
 
+def validity_end(*, old: MemoryRecord, new: MemoryRecord) -> datetime:
+    """When a superseded memory stopped holding: when its replacement was said; never before it began itself (a
+    correction of the same moment, or an older statement learned later, leaves the old one an empty interval)."""
+    end = new.valid_from or new.created_at or clock.now()
+    start = old.valid_from or old.created_at
+    return max(end, start) if start else end
+
+
 def memory_snapshot(record: MemoryRecord) -> dict:
     return {
         "text": record.text,
@@ -79,6 +87,8 @@ def memory_snapshot(record: MemoryRecord) -> dict:
         "reinforcement_count": record.reinforcement_count,
         "expires_at": record.expires_at.isoformat() if record.expires_at else None,
         "superseded_by": str(record.superseded_by_id) if record.superseded_by_id else None,
+        "valid_from": record.valid_from.isoformat() if record.valid_from else None,
+        "valid_to": record.valid_to.isoformat() if record.valid_to else None,
     }
 
 
@@ -163,6 +173,7 @@ def _new_record(
         session_id=session_id if session_id is not None else (source.session_id if source is not None else None),
         created_at=created,
         learned_at=learned,
+        valid_from=created,
         status=_initial_status(tenant=tenant, source_type=candidate.source_type),
         status_changed_at=clock.now(),
         expires_at=memory_expiry(tenant=tenant, kind=candidate.kind, said_at=created, learned_at=learned),

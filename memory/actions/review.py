@@ -26,6 +26,7 @@ from .records import (
     memory_snapshot,
     memory_text_clean,
     memory_vectors_enqueue,
+    validity_end,
 )
 
 log = logging.getLogger(__name__)
@@ -269,6 +270,7 @@ def memory_approve(
                 actor_id=actor_id,
                 note=f"superseded by approved {record.pk}",
                 superseded_by=record,
+                valid_to=validity_end(old=old, new=record),
             )
         return record
 

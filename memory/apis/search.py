@@ -10,6 +10,7 @@ from infra.errors import ValidationFailed
 from tenants.selectors import access_end_user
 
 from ..retrieval import memory_retrieve
+from ..validity import as_of_parse
 from .serializers import RetrievedMemoryOutput
 
 MAX_K = 50
@@ -21,6 +22,7 @@ class MemorySearchInput(serializers.Serializer):
     k = serializers.IntegerField(min_value=1, max_value=MAX_K, default=10)
     budget = serializers.IntegerField(min_value=50, max_value=20_000, required=False,
                                       help_text="Token budget; strong episodic hits then come with neighbouring turns.")
+    as_of = serializers.CharField(required=False, allow_blank=True, max_length=64)
 
 
 class MemorySearchOutput(serializers.Serializer):
@@ -33,7 +35,10 @@ class MemorySearchApi(APIView):
         operation_id="user_memories_search",
         parameters=[OpenApiParameter("q", str, required=True, description="What to look for (not empty)."),
                     OpenApiParameter("k", int, required=False, description=f"How many memories, 1–{MAX_K}."),
-                    OpenApiParameter("budget", int, required=False, description="Token budget for the results.")],
+                    OpenApiParameter("budget", int, required=False, description="Token budget for the results."),
+                    OpenApiParameter("as_of", str, required=False,
+                                     description="ISO date or date-time: the memories that held then (superseded "
+                                                 "ones included, with valid_from / valid_to); a date means its end.")],
         responses={200: MemorySearchOutput},
         summary="Search a user's active memories (hybrid dense + BM25, reranked, with provenance).",
     )
@@ -46,5 +51,6 @@ class MemorySearchApi(APIView):
         if not query:
             raise ValidationFailed("The query 'q' must not be empty.", code="empty_query")
         found = memory_retrieve(tenant=request.tenant, user=user, query=query, k=params.validated_data["k"],
-                                token_budget=params.validated_data.get("budget"))
+                                token_budget=params.validated_data.get("budget"),
+                                as_of=as_of_parse(params.validated_data.get("as_of")))
         return Response(MemorySearchOutput({"query": query, "results": found}).data)

@@ -15,3 +15,7 @@ class RetrievedMemoryOutput(serializers.Serializer):
     provenance = serializers.CharField()
     token_count = serializers.IntegerField()
     neighbours = serializers.ListField(child=serializers.CharField())
+    valid_from = serializers.DateTimeField(allow_null=True, required=False,
+                                           help_text="When it began to hold (given for a search as_of a time).")
+    valid_to = serializers.DateTimeField(allow_null=True, required=False,
+                                         help_text="When what superseded it was said; null while it holds.")

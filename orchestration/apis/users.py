@@ -52,6 +52,10 @@ class ErasureOutput(serializers.Serializer):
     sessions = serializers.IntegerField()
     redis_keys = serializers.IntegerField()
     vector_scope_deleted = serializers.BooleanField()
+    removed = serializers.DictField(help_text="Per store, what the erase removed: database rows by table, vector "
+                                              "points, Redis keys, pending outbox writes, queued webhook payloads.")
+    remaining = serializers.DictField(help_text="The same stores counted again after the erase.")
+    complete = serializers.BooleanField(help_text="The re-check found nothing of the user left.")
 
 
 class UserEraseApi(APIView):

@@ -286,3 +286,24 @@ def test_a_client_on_the_2026_protocol_gets_the_same_tools_and_data(mcp_url, ali
     assert {t.name for t in tools.tools} == TOOLS
     assert [r["memory_id"] for r in structured(found)["results"]] == [str(record.pk)]
     assert [f["id"] for f in json.loads(facts.contents[0].text)] == [str(record.pk)]
+
+
+def test_search_as_of_a_past_date_returns_what_held_then(mcp_url, alice, ada):
+    from datetime import datetime, timezone
+
+    from memory.actions import memory_remember
+
+    session, _ = session_start(tenant=alice, user=ada)
+    said = messages_record(tenant=alice, session_id=session.pk, enqueue_extraction=False, items=[
+        NewMessage(role="user", content="I live in Lisbon.", created_at=datetime(2024, 3, 1, tzinfo=timezone.utc)),
+        NewMessage(role="user", content="I live in Porto now.", created_at=datetime(2024, 6, 1, tzinfo=timezone.utc))])
+    for message, city in zip(said, ("Lisbon", "Porto")):
+        memory_remember(tenant=alice, user=ada, kind="fact", text=f"Ada lives in {city}.", subject="home city",
+                        value=city, source=source_of(message))
+    then = structured(call(mcp_url, "search_memories", {"query": "where does Ada live", "as_of": "2024-04-15"},
+                           key=alice.plain_key))
+    assert [r["text"] for r in then["results"]] == ["Ada lives in Lisbon."]
+    now = structured(call(mcp_url, "search_memories", {"query": "where does Ada live"}, key=alice.plain_key))
+    assert [r["text"] for r in now["results"]] == ["Ada lives in Porto."]
+    assert "invalid_as_of" in error_text(call(mcp_url, "search_memories", {"query": "where", "as_of": "soon"},
+                                              key=alice.plain_key))

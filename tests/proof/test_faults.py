@@ -245,7 +245,8 @@ def _task_arguments(name: str, task, world: dict) -> dict:
     taught here rather than silently skipped."""
     known = {"message_id": world["message_id"], "session_id": world["session_id"], "tenant_id": world["tenant_id"],
              "memory_ids": world["memory_ids"], "at": world["at"], "erasure_id": world["erasure_id"],
-             "delivery_id": world["delivery_id"], "job_id": world["job_id"], "user_id": world["user_id"]}
+             "delivery_id": world["delivery_id"], "job_id": world["job_id"], "user_id": world["user_id"],
+             "payload": world["payload"]}
     kwargs = {}
     for p in list(inspect.signature(task.run).parameters.values()):
         if p.name in ("self", "args", "kwargs") or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -315,9 +316,18 @@ def _world_for_tasks(alice, alice_user, settings) -> dict:
         {"role": "assistant", "content": "Noted."},
         {"role": "user", "content": "My cat is called Miso."}]}]
     job = import_job_create(tenant=alice, user=alice_user, fmt="openai", payload=json.dumps(export).encode())
+    # The receipt of a context composed for the finished conversation, as the composing turn hands it over.
+    from unittest import mock
+
+    from orchestration.context import turn_context
+
+    receipts = []
+    with mock.patch("orchestration.context.receipt_record_later", receipts.append):
+        turn_context(tenant=alice, session=closed, new_input="Which seats do I prefer?")
     return {"message_id": str(rows[0].pk), "session_id": str(closed.pk), "tenant_id": str(alice.pk),
             "memory_ids": ids[:4], "at": T0.isoformat(), "erasure_id": str(erasure.pk),
-            "delivery_id": deliveries.order_by("id").first().pk, "job_id": str(job.pk), "user_id": str(alice_user.pk)}
+            "delivery_id": deliveries.order_by("id").first().pk, "job_id": str(job.pk), "user_id": str(alice_user.pk),
+            "payload": receipts[0]}
 
 
 def test_every_task_delivered_twice_changes_nothing_the_second_time(alice, alice_user, broker, settings):

@@ -33,6 +33,20 @@ EXAMPLES = int(os.environ.get("SCHEMA_FUZZ_EXAMPLES", "20"))
 RANDOM = os.environ.get("SCHEMA_FUZZ_RANDOM") == "1"
 
 UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
+
+
+@schemathesis.serializer("application/x-ndjson")
+def _ndjson(ctx, value):
+    """The portable memory import's body: JSON Lines (one document per line; a string is sent as it is)."""
+    import json
+
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8", errors="surrogatepass")
+    return "\n".join(json.dumps(v) for v in (value if isinstance(value, list) else [value])).encode()
+
+
 CONFORMANCE = [status_code_conformance, content_type_conformance, response_schema_conformance,
                response_headers_conformance, negative_data_rejection]
 

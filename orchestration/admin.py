@@ -1,0 +1,60 @@
+"""Read-only admin for context receipts: what memory each composed context was given, and what it left out."""
+from __future__ import annotations
+
+from django.contrib import admin
+
+from tenants.admin import (ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
+                           admin_link)
+
+from .models import ContextReceipt, ContextReceiptItem
+
+
+class MemoryUsedFilter(admin.SimpleListFilter):
+    """The receipts that included one memory (the memory's admin page links here)."""
+
+    title = "memory"
+    parameter_name = "memory"
+
+    def lookups(self, request, model_admin):
+        value = self.value()
+        return [(value, f"memory {value[:8]}")] if value else []
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if not value:
+            return queryset
+        try:
+            return queryset.filter(items__memory_uuid=value, items__included=True).distinct()
+        except Exception:  # a malformed id selects nothing rather than failing the page
+            return queryset.none()
+
+
+class ContextReceiptItemInline(ParentScopedInlineMixin, admin.TabularInline):
+    model = ContextReceiptItem
+    fields = readonly_fields = ("rank", "included", "reason", "section", "kind", "text", "score", "score_parts",
+                                "tokens", "source_message_ids")
+    extra = 0
+    can_delete = False
+    ordering = ("rank",)
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(ContextReceipt)
+class ContextReceiptAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
+    list_display = ("created_at", "surface", "session_link", "included_count", "left_out_count", "total_tokens",
+                    "budget", "tenant")
+    list_filter = (ScopedTenantFilter, "surface", MemoryUsedFilter)
+    list_select_related = ("tenant", "session")
+    date_hierarchy = "created_at"
+    fields = readonly_fields = ("created_at", "surface", "tenant", "user", "session_link", "query", "budget",
+                                "total_tokens", "breakdown", "memory_status", "included_count", "left_out_count")
+    inlines = [ContextReceiptItemInline]
+
+    @admin.display(description="session")
+    def session_link(self, obj):
+        return admin_link(obj.session, obj.session.title or str(obj.session_id)[:8])

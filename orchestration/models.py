@@ -1,0 +1,66 @@
+"""Receipts of composed contexts: what each context handed the model from long-term memory, ranked how, and what
+was left out for budget. Written by a task after the turn (orchestration/receipts.py), never on the request path."""
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+from tenants.scoping import TenantManager
+
+
+class ContextReceipt(models.Model):
+    # The id is chosen when the context is composed, so a task that runs twice writes one receipt.
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    # Erasing the user (or the session) removes its receipts: they quote the user's words and memories.
+    user = models.ForeignKey("tenants.EndUser", on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey("chat_sessions.Session", on_delete=models.CASCADE, related_name="+")
+    surface = models.CharField(max_length=20)  # context | assistant | openai | mcp | ...
+    created_at = models.DateTimeField(db_index=True)  # when the context was composed
+    query = models.TextField(blank=True, default="")
+    budget = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    breakdown = models.JSONField(default=dict, blank=True)
+    memory_status = models.CharField(max_length=16, default="ok")
+    included_count = models.PositiveIntegerField(default=0)
+    left_out_count = models.PositiveIntegerField(default=0)
+
+    objects = TenantManager()
+
+    class Meta:
+        ordering = ["-created_at", "id"]
+        indexes = [models.Index(fields=["tenant", "session", "created_at"], name="receipt_session_time")]
+
+    def __str__(self):
+        return f"receipt {str(self.pk)[:8]} ({self.surface}, {self.included_count} memories)"
+
+
+class ContextReceiptItem(models.Model):
+    """One memory a context included, or one ranked in but left out."""
+
+    class Reason(models.TextChoices):
+        INCLUDED = "", "Included"
+        BUDGET = "budget", "Did not fit retrieval's token budget"
+        SECTION_BUDGET = "section_budget", "Dropped when the memory section shrank to fit the context"
+
+    receipt = models.ForeignKey(ContextReceipt, on_delete=models.CASCADE, related_name="items")
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
+    # Not a foreign key: a receipt keeps saying what the model read after the memory is edited or forgotten.
+    memory_uuid = models.UUIDField()
+    included = models.BooleanField(default=True)
+    reason = models.CharField(max_length=16, choices=Reason.choices, blank=True, default="")
+    section = models.CharField(max_length=16, default="memories")
+    rank = models.PositiveIntegerField()  # 1 = best ranked, over included and left-out items together
+    kind = models.CharField(max_length=12, blank=True, default="")
+    text = models.TextField(blank=True, default="")
+    score = models.FloatField(default=0.0)
+    score_parts = models.JSONField(default=dict, blank=True)
+    tokens = models.PositiveIntegerField(default=0)
+    source_message_ids = models.JSONField(default=list, blank=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        ordering = ["receipt", "rank"]
+        indexes = [models.Index(fields=["tenant", "memory_uuid"], name="receipt_item_memory")]

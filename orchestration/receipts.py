@@ -1,0 +1,174 @@
+"""Receipts of composed contexts: what long-term memory each context handed the model (rank, score parts, token
+cost, source messages) and what was ranked in but left out for budget.
+
+Recording never writes on the request path: the composer's caller builds the receipt as plain data, and after
+commit a background thread hands it to a task (context_receipt_write_task) that writes the rows. The turn pays for
+building a small dict; a slow or unreachable broker delays or loses a receipt, never a reply. The receipt's id is
+chosen when it is built, so a task that runs twice writes it once.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Max
+
+from infra import clock
+from infra.task_queue import task_get
+from sessions.models import Session
+from tenants.models import Tenant
+
+from .models import ContextReceipt, ContextReceiptItem
+
+log = logging.getLogger(__name__)
+
+TEXT_CHARS = 500  # what a receipt keeps of a memory's text: enough to see what the model read
+QUERY_CHARS = 2000
+PENDING_MAX = 1000  # receipts waiting for the broker; beyond this a receipt is dropped (logged), never waited for
+
+
+def _item(m, *, rank: int, included: bool, reason: str, section: str = "memories") -> dict:
+    sources = [str(i) for i in (m.source_message_ids or ([m.source_message_id] if m.source_message_id else []))]
+    sources += [str(i) for i in (getattr(m, "neighbour_message_ids", None) or []) if str(i) not in sources]
+    return {"memory_id": str(m.memory_id), "included": included, "reason": reason, "section": section,
+            "rank": rank, "kind": m.kind or "", "text": (m.text or "")[:TEXT_CHARS], "score": float(m.score or 0.0),
+            "score_parts": dict(getattr(m, "score_parts", None) or {}), "tokens": int(m.token_count or 0),
+            "source_message_ids": sources}
+
+
+def receipt_build(*, tenant, session, surface: str, query: str, ctx, retrieved: list, left_out: list) -> dict:
+    """The receipt of one composed context as JSON-ready data.
+
+    retrieved: what retrieval returned (best first); ctx.memories: those the composer kept; left_out: those
+    retrieval ranked in but could not fit. Ranks run over all of them by score, best first."""
+    kept = {str(m.memory_id) for m in ctx.memories}
+    rows = [(m, True, "") for m in ctx.memories]
+    rows += [(m, False, ContextReceiptItem.Reason.SECTION_BUDGET.value) for m in retrieved
+             if str(m.memory_id) not in kept]
+    rows += [(m, False, ContextReceiptItem.Reason.BUDGET.value) for m in left_out if str(m.memory_id) not in kept]
+    rows.sort(key=lambda r: -float(r[0].score or 0.0))
+    items = [_item(m, rank=i, included=inc, reason=why) for i, (m, inc, why) in enumerate(rows, 1)]
+    return {"id": str(uuid.uuid4()), "tenant_id": str(tenant.pk), "user_id": str(session.user_id),
+            "session_id": str(session.pk), "surface": surface, "created_at": clock.now().isoformat(),
+            "query": (query or "")[:QUERY_CHARS], "budget": int(ctx.budget or 0),
+            "total_tokens": int(ctx.total_tokens or 0), "breakdown": dict(ctx.breakdown),
+            "memory_status": ctx.memory_status, "items": items}
+
+
+_executor: ThreadPoolExecutor | None = None
+_pending = 0
+_pending_lock = threading.Lock()
+
+
+def _publish(payload: dict) -> None:
+    try:
+        task_get("orchestration.tasks.context_receipt_write_task").delay(payload)
+    except Exception as exc:  # a broker outage loses an audit record, never a turn
+        log.warning("context receipt %s not recorded: %s", payload.get("id"), exc)
+
+
+def _publish_queued(payload: dict) -> None:
+    global _pending
+    try:
+        _publish(payload)
+    finally:
+        with _pending_lock:
+            _pending -= 1
+
+
+def _hand_over(payload: dict) -> None:
+    global _executor, _pending
+    if settings.CELERY_TASK_ALWAYS_EAGER:  # the task runs where it is called anyway (tests, one-off scripts)
+        _publish(payload)
+        return
+    with _pending_lock:
+        if _pending >= PENDING_MAX:
+            log.warning("context receipt %s dropped: %d receipts wait for the broker", payload.get("id"), _pending)
+            return
+        _pending += 1
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="receipts")
+    _executor.submit(_publish_queued, payload)
+
+
+def receipt_record_later(payload: dict) -> None:
+    """Write the receipt after commit, off the request thread; nothing when receipts are turned off."""
+    if not settings.CONTINUUM_RECEIPTS:
+        return
+    transaction.on_commit(lambda: _hand_over(payload))
+
+
+def receipts_wait(timeout: float = 5.0) -> None:
+    """Block until receipts handed to the background thread are published (tests, benchmarks, shutdown)."""
+    if _executor is not None:
+        _executor.submit(lambda: None).result(timeout=timeout)
+
+
+def receipt_write(*, payload: dict) -> ContextReceipt | None:
+    """The receipt's rows, once however often it is called; None when its session is gone (erased meanwhile)."""
+    tenant_id = payload["tenant_id"]
+    existing = ContextReceipt.objects.for_tenant(tenant_id).filter(pk=payload["id"]).first()
+    if existing is not None:
+        return existing
+    session = Session.objects.for_tenant(tenant_id).filter(pk=payload["session_id"], user_id=payload["user_id"]) \
+        .first()
+    if session is None:
+        log.info("context receipt %s skipped: session %s is gone", payload["id"], payload["session_id"])
+        return None
+    items = payload.get("items") or []
+    try:
+        with transaction.atomic():
+            receipts = ContextReceipt.objects.for_tenant(tenant_id)
+            receipt, created = receipts.get_or_create(pk=payload["id"], defaults=dict(
+                tenant_id=tenant_id, user_id=session.user_id, session_id=session.pk, surface=payload["surface"][:20],
+                created_at=payload["created_at"], query=payload.get("query") or "",
+                budget=payload.get("budget") or 0, total_tokens=payload.get("total_tokens") or 0,
+                breakdown=payload.get("breakdown") or {}, memory_status=(payload.get("memory_status") or "ok")[:16],
+                included_count=sum(1 for i in items if i["included"]),
+                left_out_count=sum(1 for i in items if not i["included"])))
+            if created:
+                ContextReceiptItem.objects.bulk_create([ContextReceiptItem(
+                    receipt=receipt, tenant_id=tenant_id, memory_uuid=i["memory_id"], included=i["included"],
+                    reason=i["reason"], section=i.get("section") or "memories", rank=i["rank"], kind=i["kind"][:12],
+                    text=i["text"], score=i["score"], score_parts=i["score_parts"], tokens=i["tokens"],
+                    source_message_ids=i["source_message_ids"]) for i in items])
+    except IntegrityError:  # the user or session was erased between the read and the write
+        log.info("context receipt %s skipped: its owner was erased", payload["id"])
+        return None
+    return receipt
+
+
+# --- reads -----------------------------------------------------------------------------------------------------
+
+
+def receipt_list(*, tenant, session):
+    """A session's receipts, newest first, with their items."""
+    return ContextReceipt.objects.for_tenant(tenant).filter(session=session).prefetch_related("items")
+
+
+def memory_receipt_usage(*, tenant, memory_id) -> dict:
+    """How often a memory went into a context, and when last: {"turns": n, "last": datetime | None}."""
+    found = ContextReceiptItem.objects.for_tenant(tenant).filter(memory_uuid=memory_id, included=True).aggregate(
+        turns=Count("receipt", distinct=True), last=Max("receipt__created_at"))
+    return {"turns": found["turns"] or 0, "last": found["last"]}
+
+
+# --- retention -------------------------------------------------------------------------------------------------
+
+
+def receipts_purge(*, tenant: Tenant, limit: int = 5000) -> dict:
+    """Delete the tenant's receipts older than its retention, at most `limit` per run: {"deleted", "more"}."""
+    cutoff = clock.now() - timedelta(days=tenant.receipt_retention_days)
+    pks = list(ContextReceipt.objects.for_tenant(tenant).filter(created_at__lt=cutoff)
+               .order_by("created_at").values_list("pk", flat=True)[:limit + 1])
+    more = len(pks) > limit
+    pks = pks[:limit]
+    if pks:
+        ContextReceiptItem.objects.for_tenant(tenant).filter(receipt_id__in=pks).delete()
+        ContextReceipt.objects.for_tenant(tenant).filter(pk__in=pks).delete()
+    return {"deleted": len(pks), "more": more}

@@ -1,0 +1,215 @@
+"""Receipts of composed contexts: what memory a context included (rank, score parts, tokens, source messages) and
+what it left out for budget; recorded after the turn, off the request thread; read per session, scoped to the
+tenant; purged past the tenant's retention; erased with the user; shown in the admin beside each memory."""
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+
+import pytest
+
+from infra import clock
+from django.db import transaction
+
+from memory.actions import memory_create
+from memory.sources import SourceMessage
+from orchestration.messages import messages_record
+from orchestration.models import ContextReceipt, ContextReceiptItem
+from orchestration.receipts import receipts_purge, receipts_wait
+from orchestration.sessions import session_start
+from sessions.services import NewMessage
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TOPICS = ["hiking boots", "trail maps", "mountain huts", "camping stoves", "rain jackets", "water filters",
+          "sleeping bags", "trekking poles", "head torches", "first aid kits", "tent pegs", "route planning"]
+
+
+@pytest.fixture
+def eager(settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+
+
+@pytest.fixture
+def remembered(alice, alice_user):
+    """An earlier session whose messages are the sources of a dozen memories about one trip."""
+    earlier, _ = session_start(tenant=alice, user=alice_user, title="trip planning")
+    messages = messages_record(tenant=alice, session_id=earlier.pk, enqueue_extraction=False, items=[
+        NewMessage(role="user", content=f"For the Alps hike I packed {t} and checked them twice.") for t in TOPICS])
+    records = [memory_create(tenant=alice, user=alice_user, kind="fact", session_id=earlier.pk,
+                             text=f"For the Alps hike Ada packed {t} and checked them twice.",
+                             source=SourceMessage(id=str(m.pk), session_id=str(earlier.pk), created_at=m.created_at))
+               for t, m in zip(TOPICS, messages)]
+    # The session asked about; opening it closes the earlier one, whose finishing work is queued, not run here.
+    current, _ = session_start(tenant=alice, user=alice_user)
+    return {"records": records, "messages": {str(r.pk): str(m.pk) for r, m in zip(records, messages)},
+            "session": current}
+
+
+def _context(client, session, **params):
+    from urllib.parse import urlencode
+
+    return client.get(f"/api/v1/sessions/{session.pk}/context?{urlencode(params)}")
+
+
+def test_a_context_leaves_a_receipt_of_what_went_in_and_what_was_left_out(alice, alice_user, alice_client, remembered,
+                                                                         eager, settings):
+    settings.CONTINUUM_CONTEXT_CAPS = {**settings.CONTINUUM_CONTEXT_CAPS, "memories": 150}
+    session = remembered["session"]
+    r = _context(alice_client, session, input="What did I pack for the Alps hike?", budget=1500)
+    assert r.status_code == 200, r.content
+    shown = [m["memory_id"] for m in r.json()["memories"]]
+    assert shown
+
+    r = alice_client.get(f"/api/v1/sessions/{session.pk}/receipts")
+    assert r.status_code == 200, r.content
+    [receipt] = r.json()["results"]
+    assert receipt["surface"] == "context" and receipt["query"] == "What did I pack for the Alps hike?"
+    assert receipt["budget"] == 1500 and receipt["total_tokens"] <= 1500
+    assert [i["memory_id"] for i in receipt["included"]] == shown
+    for item in receipt["included"]:
+        assert item["tokens"] > 0 and item["reason"] == ""
+        assert {"dense", "keyword", "recency", "session_prior"} <= set(item["score_parts"])
+        assert item["source_message_ids"][0] == remembered["messages"][item["memory_id"]]
+    # A dozen matching memories do not fit a 150-token memory section: the rest are on the receipt as left out.
+    assert receipt["left_out"]
+    assert {i["reason"] for i in receipt["left_out"]} <= {"budget", "section_budget"}
+    assert not {i["memory_id"] for i in receipt["left_out"]} & set(shown)
+    ranks = sorted(i["rank"] for i in receipt["included"] + receipt["left_out"])
+    assert ranks == list(range(1, len(ranks) + 1))
+
+
+def test_score_parts_add_up_to_the_score(alice, alice_user, remembered, eager):
+    from memory.retrieval import memory_retrieve
+
+    for m in memory_retrieve(tenant=alice, user=alice_user, query="Alps hike packed", k=5, rewrite=False):
+        parts = m.score_parts
+        total = parts["fused"] + parts["session_prior"] + sum(parts[k] for k in ("recency", "confidence",
+                                                                                 "importance", "access"))
+        assert abs(total - m.score) < 1e-3
+
+
+def test_receipts_are_written_off_the_request_thread(alice, alice_user, alice_client, remembered, monkeypatch):
+    """A broker that takes half a second to accept a receipt does not slow the context by half a second."""
+    from orchestration import tasks
+
+    published = []
+
+    def slow_delay(payload):
+        time.sleep(0.5)
+        published.append(payload)
+
+    monkeypatch.setattr(tasks.context_receipt_write_task, "delay", slow_delay)
+    session = remembered["session"]
+    _context(alice_client, session, input="warm up")
+    receipts_wait()
+    started = time.perf_counter()
+    r = _context(alice_client, session, input="What did I pack for the Alps hike?")
+    elapsed = time.perf_counter() - started
+    assert r.status_code == 200
+    assert elapsed < 0.45, elapsed
+    receipts_wait()
+    assert len(published) == 2 and published[-1]["session_id"] == str(session.pk)
+
+
+def test_receipts_off_records_nothing(alice, alice_user, alice_client, remembered, eager, settings):
+    settings.CONTINUUM_RECEIPTS = False
+    session = remembered["session"]
+    assert _context(alice_client, session, input="Alps hike").status_code == 200
+    assert not ContextReceipt.objects.for_tenant(alice).exists()
+
+
+def test_a_task_that_runs_twice_writes_one_receipt(alice, alice_user, alice_client, remembered, monkeypatch):
+    from orchestration import tasks
+    from orchestration.receipts import receipt_write
+
+    payloads = []
+    monkeypatch.setattr(tasks.context_receipt_write_task, "delay", payloads.append)
+    session = remembered["session"]
+    _context(alice_client, session, input="Alps hike")
+    receipts_wait()
+    [payload] = payloads
+    payload = json.loads(json.dumps(payload))  # as a broker hands it over
+    first = receipt_write(payload=payload)
+    again = receipt_write(payload=payload)
+    assert str(first.pk) == str(again.pk)
+    assert ContextReceipt.objects.for_tenant(alice).count() == 1
+    assert ContextReceiptItem.objects.for_tenant(alice).count() == first.included_count + first.left_out_count > 0
+
+
+def test_receipts_of_another_tenants_session_are_404(alice, alice_user, alice_client, bob_client, remembered, eager):
+    session = remembered["session"]
+    _context(alice_client, session, input="Alps hike")
+    assert bob_client.get(f"/api/v1/sessions/{session.pk}/receipts").status_code == 404
+    assert bob_client.get("/api/v1/sessions/not-a-uuid/receipts").status_code == 404
+    assert len(alice_client.get(f"/api/v1/sessions/{session.pk}/receipts").json()["results"]) == 1
+
+
+def test_mcp_and_assistant_surfaces_name_themselves(alice, alice_user, remembered, eager):
+    from orchestration.context import turn_context
+
+    session = remembered["session"]
+
+    with transaction.atomic():
+        turn_context(tenant=alice, session=session, new_input="Alps hike", surface="mcp")
+    assert list(ContextReceipt.objects.for_tenant(alice).values_list("surface", flat=True)) == ["mcp"]
+
+
+def test_receipts_past_the_tenants_retention_are_purged(alice, alice_user, alice_client, remembered, eager):
+    session = remembered["session"]
+    _context(alice_client, session, input="Alps hike")
+    _context(alice_client, session, input="trail maps")
+    old, new = ContextReceipt.objects.for_tenant(alice).order_by("created_at")
+    ContextReceipt.objects.for_tenant(alice).filter(pk=old.pk).update(created_at=clock.now() - timedelta(days=8))
+    alice.receipt_retention_days = 10
+    assert receipts_purge(tenant=alice) == {"deleted": 0, "more": False}
+    alice.receipt_retention_days = 7
+    assert receipts_purge(tenant=alice) == {"deleted": 1, "more": False}
+    assert list(ContextReceipt.objects.for_tenant(alice).values_list("pk", flat=True)) == [new.pk]
+    assert not ContextReceiptItem.objects.for_tenant(alice).filter(receipt_id=old.pk).exists()
+
+
+def test_erasing_the_user_erases_their_receipts(alice, alice_user, alice_client, remembered, eager):
+    from orchestration.erasure import user_erase
+
+    session = remembered["session"]
+    _context(alice_client, session, input="Alps hike")
+    assert ContextReceipt.objects.for_tenant(alice).exists()
+    user_erase(tenant=alice, user=alice_user)
+    assert not ContextReceipt.objects.for_tenant(alice).exists()
+    assert not ContextReceiptItem.objects.for_tenant(alice).exists()
+
+
+def test_a_receipt_for_a_session_erased_meanwhile_is_not_written(alice, alice_user, alice_client, remembered,
+                                                                  monkeypatch):
+    from orchestration import tasks
+    from orchestration.erasure import user_erase
+    from orchestration.receipts import receipt_write
+
+    payloads = []
+    monkeypatch.setattr(tasks.context_receipt_write_task, "delay", payloads.append)
+    session = remembered["session"]
+    _context(alice_client, session, input="Alps hike")
+    receipts_wait()
+    user_erase(tenant=alice, user=alice_user)
+    assert receipt_write(payload=payloads[0]) is None
+    assert not ContextReceipt.objects.for_tenant(alice).exists()
+
+
+def test_the_admin_shows_how_often_a_memory_was_used_and_links_its_receipts(alice, alice_user, alice_client,
+                                                                            remembered, eager, admin_client):
+    session = remembered["session"]
+    for question in ("What did I pack for the Alps hike?", "Alps hike packing again"):
+        _context(alice_client, session, input=question)
+    item = ContextReceiptItem.objects.for_tenant(alice).filter(included=True).order_by("receipt__created_at").last()
+    turns = ContextReceiptItem.objects.for_tenant(alice).filter(memory_uuid=item.memory_uuid, included=True).count()
+    last = ContextReceipt.objects.for_tenant(alice).get(pk=item.receipt_id).created_at
+    page = admin_client.get(f"/admin/memory/memoryrecord/{item.memory_uuid}/change/").content.decode()
+    assert f"used in {turns} turns, last on {last:%d %b %Y %H:%M}" in page
+    assert f"/admin/orchestration/contextreceipt/?memory={item.memory_uuid}" in page
+    listing = admin_client.get(f"/admin/orchestration/contextreceipt/?memory={item.memory_uuid}")
+    assert listing.status_code == 200
+    assert listing.context["cl"].result_count == turns
+    detail = admin_client.get(f"/admin/orchestration/contextreceipt/{item.receipt_id}/change/")
+    assert detail.status_code == 200 and item.text[:40] in detail.content.decode()
