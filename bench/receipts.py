@@ -34,7 +34,11 @@ def _args(argv=None):
     p.add_argument("--memories", type=int, default=60)
     p.add_argument("--json", dest="json_path")
     p.add_argument("--show", action="store_true", help="also print one turn's receipt as the API returns it")
-    return p.parse_args(argv)
+    p.add_argument("--quick", action="store_true", help="seconds, a few turns: checks the bench still runs")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.turns, args.memories = 4, 10
+    return args
 
 
 def _setup_django(args, workdir: Path) -> None:

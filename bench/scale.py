@@ -56,7 +56,10 @@ def main(argv=None) -> int:
     p.add_argument("--pool", type=int, default=1500, help="LoCoMo turns embedded for the points' texts and vectors")
     p.add_argument("--tenants", type=int, default=50)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--quick", action="store_true", help="seconds, on tiny sizes: checks the bench still runs")
     args = p.parse_args(argv)
+    if args.quick:
+        args.sizes, args.big_user, args.queries, args.pool, args.tenants = "300", 100, 10, 100, 5
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     workdir = Path(tempfile.mkdtemp(prefix="continuum-scale-"))
@@ -75,7 +78,9 @@ def main(argv=None) -> int:
 
     rng = random.Random(args.seed)
     nrng = np.random.default_rng(args.seed)
-    data = json.loads((REPO.parent / "shared" / "bench" / "locomo-dev.json").read_text())
+    from bench.locomo import DEFAULT_DATASET  # the dev set beside the repository, else the one it ships
+
+    data = json.loads(Path(DEFAULT_DATASET).read_text())
     turns, questions = [], []
     for conv in data:
         for key, value in conv["conversation"].items():

@@ -133,7 +133,10 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=10)
     p.add_argument("--show-sql", action="store_true", help="print the statements of the last profiled turn")
     p.add_argument("--dump", help="write the raw profiles here (pstats format; the background's with .background)")
+    p.add_argument("--quick", action="store_true", help="seconds, a few turns: checks the bench still runs")
     args = p.parse_args(argv)
+    if args.quick:
+        args.turns, args.history = 3, 5
 
     sys.path.insert(0, str(REPO))
     sys.path.insert(0, str(REPO / "bench"))
