@@ -85,7 +85,8 @@ def memories_import(*, tenant: Tenant, user: EndUser, items: list[ImportedMemory
         valid_from=i.valid_from or i.created_at, valid_to=i.valid_to, status=i.status, status_changed_at=now,
         # The lifetime the exporting deployment gave it; without one, counted from now, when this deployment learned
         # the memory (imported history is not expired on arrival).
-        expires_at=i.expires_at or memory_expiry(tenant=tenant, kind=i.kind, created_at=now),
+        learned_at=now,
+        expires_at=i.expires_at or memory_expiry(tenant=tenant, kind=i.kind, said_at=i.created_at, learned_at=now),
         last_accessed_at=i.last_accessed_at, access_count=max(0, int(i.access_count)),
         reinforcement_count=max(0, int(i.reinforcement_count)), content_hash=content_hash_for(i.text),
         extractor=(i.extractor or "import")[:40], extractor_version=str(i.extractor_version or "1")[:20],

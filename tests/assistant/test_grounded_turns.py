@@ -45,7 +45,7 @@ def test_every_turn_sees_the_standing_profile(llm, stored, alice, alice_user, al
     llm.add(answer("Hello."))
     turn(alice_client, alice_session, "What's the weather like on Mars?")
     system = "\n".join(m["content"] for m in llm.requests[0]["messages"] if m["role"] == "system")
-    assert "standing profile" in system and "Ada prefers aisle seats." in system
+    assert "standing profile" in system.lower() and "Ada prefers aisle seats." in system
 
 
 def test_an_answer_left_empty_gets_the_closing_call_with_the_profile(llm, stored, alice, alice_user, alice_client,

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory.actions import memories_fold, memory_create, memory_remember, memory_update_text
+from memory.actions import memories_fold, memory_create, memory_remember, memory_supersede, memory_update_text
 from memory.models import MemoryEvent, MemoryRecord
 from memory.sources import SourceMessage
 from tests.memory.test_admin_review import login, staff_for
@@ -159,10 +159,12 @@ def test_user_page_shows_profile_subjects_goals_sessions_and_linked_counts(alice
 
 def test_user_page_flags_a_goal_that_names_a_replaced_value(alice, dana):
     goal = memory_create(tenant=alice, user=dana, kind="goal", text="Dana needs a flight from SFO to NYC on Tuesday.")
-    memory_remember(tenant=alice, user=dana, kind="fact", text="Dana's destination is NYC.", subject="destination",
-                    value="NYC")
-    newark, _ = memory_remember(tenant=alice, user=dana, kind="fact", text="Dana's destination is Newark.",
-                                subject="destination", value="Newark")
+    # Written as a supersede alone: a correction through remember also corrects the goal, so nothing is flagged.
+    nyc = memory_create(tenant=alice, user=dana, kind="fact", text="Dana's destination is NYC.", subject="destination",
+                        value="NYC")
+    newark = memory_create(tenant=alice, user=dana, kind="fact", text="Dana's destination is Newark.",
+                           subject="destination", value="Newark")
+    memory_supersede(old=nyc, new=newark, actor_type="system")
     page = login(staff_for(alice)).get(f"/admin/tenants/enduser/{dana.pk}/change/").content.decode()
     goals = html.unescape(page[page.index("Open goals"):page.index("Recent sessions")])
     assert goal.text in goals
