@@ -249,7 +249,7 @@ def _id_pool(world: World, name: str, caller: int) -> list[tuple[str, tuple | No
     out = []
     for key, user in world.users.items():
         ids = {"user_id": [str(user.pk)], "session_id": world.sessions[key], "memory_id": world.memories[key],
-               "webhook_id": world.webhooks[key], "job_id": world.jobs[key]}[name]
+               "webhook_id": world.webhooks[key], "job_id": world.jobs[key], "model_id": []}[name]
         for value in ids:
             spellings = _variants(value) if key[0] != caller else [value]
             out += [(v, key) for v in spellings]
@@ -268,7 +268,8 @@ def _classify_routes():
     reads, writes = [], []
     for route, callback in _routes():
         params = _parameters(route)
-        unknown = set(params) - ID_PARAMETERS
+        # A model id names the deployment's model, not a tenant's row (the OpenAI surface is fuzzed on its own).
+        unknown = set(params) - ID_PARAMETERS - ({"model_id"} if route.startswith("v1/") else set())
         assert not unknown, f"{route}: teach the canary fuzz an id pool for {unknown}"
         for method in _methods(callback):
             (reads if method == "get" or route.endswith(("/turns", "chat/completions")) else writes).append(
