@@ -150,7 +150,10 @@ def test_onnx_export_is_made_once_quietly_verified_and_made_again_when_altered(s
         first = LocalEmbedder(runtime=runtime)
     assert first.runtime == runtime and first._direct is not None
     # Start-up prints Continuum's own lines only: the exporters' warnings and notes are kept out.
-    assert {r.name for r in caplog.records} == {"infra.embedder"}
+    # (other threads of the test process, such as an HTTP client's connection pool, may log meanwhile)
+    exporters = {"optimum", "transformers", "torch", "onnx", "onnxruntime", "sentence_transformers", "huggingface_hub"}
+    names = {r.name for r in caplog.records}
+    assert "infra.embedder" in names and not {n for n in names if n.split(".")[0] in exporters}, names
     assert capfd.readouterr().err == ""
     (exported,) = [p for p in (tmp_path / "models").iterdir()]
     assert (exported / MANIFEST).is_file()

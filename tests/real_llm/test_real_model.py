@@ -85,8 +85,10 @@ def test_chat_completions_through_the_openai_client_plain_and_streaming(real_llm
 
     stream = client.chat.completions.create(model="continuum", user="ada-real-2", messages=question,
                                             temperature=0, max_tokens=60, stream=True)
-    pieces = [c.choices[0].delta.content or "" for c in stream if c.choices]
+    chunks = list(stream)
+    pieces = [c.choices[0].delta.content or "" for c in chunks if c.choices]
     streamed = "".join(pieces)
     assert "blue" in streamed.lower(), streamed
-    assert len([p for p in pieces if p]) > 1  # it really streamed
+    # it really streamed: the role, the answer (a sentence at a time, once checked) and the finish as separate events
+    assert len(chunks) >= 3 and chunks[-1].choices[0].finish_reason == "stop"
     assert len(real_llm.calls) <= 8
