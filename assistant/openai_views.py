@@ -149,8 +149,9 @@ async def _event_stream(*, tenant, session, chat, earlier, cid: str):
         cancel.set()
 
 
-@csrf_exempt
-async def chat_completions(request):
+async def _accept(request, parse, prepare):
+    """What both POST surfaces do first, in this order: the method, the key, the body read and parsed, then the
+    user and session resolved. Returns (request data, tenant, session, earlier turns) or an error response."""
     if request.method != "POST":
         return _error(AppError("Use POST.", code="method_not_allowed", status=405))
     try:
@@ -159,12 +160,21 @@ async def chat_completions(request):
             body = request.body
         except RequestDataTooBig:
             raise PayloadTooLarge("Request body is too large.")
-        chat = compat.chat_request_parse(body)
-        session, earlier = await sync_to_async(_prepare)(request, tenant, chat)
+        data = parse(body)
+        session, earlier = await sync_to_async(prepare)(request, tenant, data)
     except AppError as exc:
         return _error(exc)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
         return _error(_STORE_DOWN)
+    return data, tenant, session, earlier
+
+
+@csrf_exempt
+async def chat_completions(request):
+    accepted = await _accept(request, compat.chat_request_parse, _prepare)
+    if not isinstance(accepted, tuple):
+        return accepted
+    chat, tenant, session, earlier = accepted
     cid = compat.completion_id()
     headers = {"X-Session-Id": str(session.pk)}
     if chat.stream:
@@ -274,20 +284,10 @@ async def _response_events(*, tenant, session, req: responses.ResponsesRequest, 
 
 @csrf_exempt
 async def responses_create(request):
-    if request.method != "POST":
-        return _error(AppError("Use POST.", code="method_not_allowed", status=405))
-    try:
-        tenant = await sync_to_async(_authenticate)(request)
-        try:
-            body = request.body
-        except RequestDataTooBig:
-            raise PayloadTooLarge("Request body is too large.")
-        req = responses.responses_request_parse(body)
-        session, earlier = await sync_to_async(_prepare_response)(request, tenant, req)
-    except AppError as exc:
-        return _error(exc)
-    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
-        return _error(_STORE_DOWN)
+    accepted = await _accept(request, responses.responses_request_parse, _prepare_response)
+    if not isinstance(accepted, tuple):
+        return accepted
+    req, tenant, session, earlier = accepted
     rid = responses.response_id(session.pk)
     if req.chat.stream:
         response = StreamingHttpResponse(_response_events(tenant=tenant, session=session, req=req, earlier=earlier,
