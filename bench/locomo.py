@@ -423,7 +423,7 @@ def main(argv=None) -> dict:
                     profile_text, profile_tokens, shown = profile_render(entries, limit_tokens=profile_budget(budget))
                 got = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=1000,
                                                 token_budget=budget - profile_tokens, record_access=False,
-                                                neighbours=turns_around)
+                                                neighbours=turns_around, skip_ids={e.memory_id for e in shown})
                 elapsed = (time.perf_counter() - start) * 1000
                 if budget == 1000:
                     ours["latency_ms"].append(elapsed)

@@ -167,6 +167,13 @@ def _with_profile(memories_text: str, profile_text: str) -> str:
     return memories_text.replace(_MEMORIES_OPEN, f"{_MEMORIES_OPEN}\n{profile_text}", 1)
 
 
+def profile_shown_ids(profile: list, plan: ContextBudget) -> set[str]:
+    """The profile entries a context of this plan shows while its memory section still has room (the profile
+    outranks it): retrieval need not spend the memory section on them again."""
+    limit = min(plan.caps.get("profile", plan.total), plan.total, profile_budget(plan.total))
+    return {e.memory_id for e in profile_render(list(profile or []), header=_PROFILE_HEADER, limit_tokens=limit)[2]}
+
+
 def memory_section_overhead() -> int:
     """Tokens of the memory section's own framing: what retrieval leaves out of its budget for the memories."""
     return count_tokens(_MEMORIES_OPEN) + count_tokens(_MEMORIES_CLOSE) + 2

@@ -40,9 +40,10 @@ def controls_apply(admin_view, request, records, control, verb: str) -> None:
 @admin.register(MemoryReview)
 class MemoryReviewAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmin):
     """Memories held for review, the longest waiting first. Which are held is the tenant's setting
-    (Tenant.review_inferred: inferred memories)."""
+    (Tenant.review_inferred: inferred memories; Tenant.review_supersede_below: corrections of low confidence)."""
 
-    list_display = ("memory", "kind", "said_by", "confidence", "subject_value", "quote", "user_column", "created")
+    list_display = ("memory", "kind", "said_by", "confidence", "subject_value", "replaces", "quote", "user_column",
+                    "created")
     list_display_links = None
     list_filter = (ScopedTenantFilter, UserFilter, "kind", ConfidenceFilter)
     search_fields = ("text", "subject", "value", "user__external_id", "user__display_name")
@@ -76,6 +77,12 @@ class MemoryReviewAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
     def subject_value(self, obj):
         return f"{obj.subject} → {obj.value}" if obj.subject else "—"
 
+    @admin.display(description="would replace")
+    def replaces(self, obj):
+        # A correction or a new value waits here while the value it contradicts stays in use.
+        text = getattr(obj, "replaces_text", None)
+        return wide_text(memory_text_short(text, 120), "12em") if text else "—"
+
     @admin.display(description="from the message")
     def quote(self, obj):
         if not obj.source_message_id:
@@ -99,7 +106,8 @@ class MemoryReviewAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
         tenants = admin_tenants(request)
         tenants = Tenant.objects.all() if tenants is None else tenants
         context = {"reviewing": list(tenants.filter(review_inferred=True).order_by("slug")),
-                   "not_reviewing": list(tenants.filter(review_inferred=False).order_by("slug")[:20])}
+                   "not_reviewing": list(tenants.filter(review_inferred=False).order_by("slug")[:20]),
+                   "holding_corrections": list(tenants.filter(review_supersede_below__gt=0).order_by("slug")[:20])}
         user_id = request.GET.get("user__id__exact")
         if user_id:
             try:

@@ -316,22 +316,24 @@ def _excerpt(m: RetrievedMemory, *, weights: dict[str, float], limit: int) -> st
 def memory_retrieve(*, tenant, user, query: str, goal: str = "", k: int = 10, token_budget: int | None = None,
                     exclude_session_id=None, rewrite: bool = True,
                     neighbours: TurnsAround | None = None, left_out: list | None = None,
-                    as_of: datetime | None = None) -> list[RetrievedMemory]:
+                    as_of: datetime | None = None, skip_ids=()) -> list[RetrievedMemory]:
     """Active, unexpired memories of this tenant's user, best first. Raises ServiceUnavailable if Qdrant is down.
 
     neighbours: how to read the turns around a memory's source message; without it no hit is expanded.
     left_out: a list that receives the memories ranked in but left out because they did not fit the budget.
-    as_of: the memories valid at that time instead (a superseded one included, while it held)."""
+    as_of: the memories valid at that time instead (a superseded one included, while it held).
+    skip_ids: memories the context already shows (the standing profile): not spent on twice."""
     return memory_retrieve_for_users(tenant=tenant, users=[user], query=query, goal=goal, k=k,
                                      token_budget=token_budget, exclude_session_id=exclude_session_id,
-                                     rewrite=rewrite, neighbours=neighbours, left_out=left_out, as_of=as_of)
+                                     rewrite=rewrite, neighbours=neighbours, left_out=left_out, as_of=as_of,
+                                     skip_ids=skip_ids)
 
 
 def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: int = 10,
                               token_budget: int | None = None, exclude_session_id=None,
                               neighbours: TurnsAround | None = None, record_access: bool = True,
                               rewrite: bool = True, left_out: list | None = None,
-                              as_of: datetime | None = None) -> list[RetrievedMemory]:
+                              as_of: datetime | None = None, skip_ids=()) -> list[RetrievedMemory]:
     """Retrieval over the memories of several users of one tenant (e.g. both people of a conversation).
 
     rewrite=False searches with the input and goal as they are, even where an LLM could rewrite them."""
@@ -368,6 +370,9 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
         searches = [{mid: c for mid, c in found.items() if c.payload.get("session_id") != str(exclude_session_id)}
                     for found in searches]
     cands = _fuse(*searches)
+    if skip_ids:
+        skip = {str(i) for i in skip_ids}
+        cands = {mid: c for mid, c in cands.items() if mid not in skip}
     if not cands:
         return []
     shortlist = _shortlist(sorted(cands.values(), key=lambda c: c.score, reverse=True), k=k, token_budget=token_budget)

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery, UUIDField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
 
 from infra.embedder import get_embedder
 from tenants.models import EndUser, Tenant
@@ -26,9 +28,19 @@ DUPLICATE_PAIRS_MAX = 50
 
 
 def review_pending(*, tenant: Tenant | None = None, queryset: QuerySet | None = None) -> QuerySet:
-    """Memories held for review, oldest first (the longest waiting); `queryset` narrows an already scoped one."""
+    """Memories held for review, oldest first (the longest waiting); `queryset` narrows an already scoped one.
+
+    Each carries `replaces_text`: the active value it would supersede once approved (a held correction names its
+    target; an inferred value replaces the active row with its subject and another value), or None."""
     qs = queryset if queryset is not None else MemoryRecord.objects.for_tenant(tenant)
-    return qs.filter(status=MemoryStatus.PENDING_REVIEW).order_by("created_at", "id")
+    active = MemoryRecord.objects.unscoped().filter(tenant=OuterRef("tenant"), user=OuterRef("user"),
+                                                    status=MemoryStatus.ACTIVE).exclude(pk=OuterRef("pk"))
+    named = active.filter(pk=Cast(KT("metadata__supersedes__0"), UUIDField()))
+    same_subject = active.filter(subject=OuterRef("subject")).exclude(subject="").exclude(value=OuterRef("value"))
+    return (qs.filter(status=MemoryStatus.PENDING_REVIEW)
+            .annotate(replaces_text=Coalesce(Subquery(named.values("text")[:1]),
+                                             Subquery(same_subject.order_by("-created_at").values("text")[:1])))
+            .order_by("created_at", "id"))
 
 
 @dataclass(frozen=True)

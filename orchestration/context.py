@@ -14,6 +14,7 @@ from context.composer import (
     context_compose,
     memory_query,
     memory_section_overhead,
+    profile_shown_ids,
 )
 from infra.errors import ServiceUnavailable
 from memory import retrieval
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 def memories_for_turn(*, tenant, session, query: str, goal: str, token_budget: int, rewrite: bool,
-                      left_out: list | None = None) -> tuple[list, str]:
+                      left_out: list | None = None, skip_ids=()) -> tuple[list, str]:
     """The user's memories for this turn, other sessions only, within the memory section's budget; with
     "unavailable" instead of an error when the vector store or the embedder is down (the turn goes on).
     left_out receives what was ranked in but did not fit the budget (for the receipt)."""
@@ -34,7 +35,7 @@ def memories_for_turn(*, tenant, session, query: str, goal: str, token_budget: i
         found = retrieval.memory_retrieve(tenant=tenant, user=session.user, query=query, goal=goal,
                                 k=settings.CONTINUUM_CONTEXT_MEMORY_K, token_budget=token_budget,
                                 exclude_session_id=session.pk, rewrite=rewrite, neighbours=turns_around,
-                                left_out=left_out)
+                                left_out=left_out, skip_ids=skip_ids)
         return list(found or []), "ok"
     except ServiceUnavailable as exc:
         log.warning("memory retrieval unavailable for session %s: %s", session.pk, exc)
@@ -59,15 +60,16 @@ def turn_context(*, tenant, session, new_input: str, budget=None, tools: list[di
     query = memory_query(new_input, buf)
     # Retrieval fills the memory section's budget with what the model reads; the section's framing is outside it.
     cap = min(plan.caps.get("memories", 0), plan.total) - memory_section_overhead()
-    if include_memories and cap > 0 and query:
-        memories, status = memories_for_turn(tenant=tenant, session=session, query=query, goal=buf.goal,
-                                             token_budget=cap, rewrite=rewrite_query, left_out=left_out)
     # The standing profile is read by kind, not by the query: an instruction holds whatever the turn is about.
     profile = profile_select(tenant=tenant, user=session.user) if include_memories else []
+    if include_memories and cap > 0 and query:
+        memories, status = memories_for_turn(tenant=tenant, session=session, query=query, goal=buf.goal,
+                                             token_budget=cap, rewrite=rewrite_query, left_out=left_out,
+                                             skip_ids=profile_shown_ids(profile, plan))
     ctx = context_compose(tenant=tenant, session=session, new_input=new_input, budget=plan, tools=tools,
                           system_prompt=system_prompt, buffer=buf, memories=memories, memory_status=status,
                           prompt_apart=prompt_apart, profile=profile, resume_from_seq=resume_from_seq)
     if settings.CONTINUUM_RECEIPTS:
         receipt_record_later(receipt_build(tenant=tenant, session=session, surface=surface, query=query, ctx=ctx,
-                                           retrieved=memories, left_out=left_out))
+                                           retrieved=memories, left_out=left_out, profile=profile))
     return ctx

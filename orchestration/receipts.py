@@ -20,6 +20,8 @@ from django.db.models import Count, Max
 
 from infra import clock
 from infra.task_queue import task_get
+from infra.tokens import count_tokens
+from memory.profile import profile_line
 from sessions.models import Session
 from tenants.models import Tenant
 
@@ -41,11 +43,25 @@ def _item(m, *, rank: int, included: bool, reason: str, section: str = "memories
             "source_message_ids": sources}
 
 
-def receipt_build(*, tenant, session, surface: str, query: str, ctx, retrieved: list, left_out: list) -> dict:
+def _profile_items(entries: list, *, shown: list) -> list[dict]:
+    """The standing profile's entries, ranked in the profile's own order (most binding first): it is chosen by kind,
+    not scored against the query, so its ranks and score parts stand apart from retrieval's."""
+    kept = {e.memory_id for e in shown}
+    return [{"memory_id": e.memory_id, "included": e.memory_id in kept,
+             "reason": "" if e.memory_id in kept else ContextReceiptItem.Reason.SECTION_BUDGET.value,
+             "section": "profile", "rank": rank, "kind": e.kind, "text": (e.text or "")[:TEXT_CHARS], "score": 0.0,
+             "score_parts": {}, "tokens": count_tokens(profile_line(e)),
+             "source_message_ids": [e.source_message_id] if e.source_message_id else []}
+            for rank, e in enumerate(entries, 1)]
+
+
+def receipt_build(*, tenant, session, surface: str, query: str, ctx, retrieved: list, left_out: list,
+                  profile: list | None = None) -> dict:
     """The receipt of one composed context as JSON-ready data.
 
     retrieved: what retrieval returned (best first); ctx.memories: those the composer kept; left_out: those
-    retrieval ranked in but could not fit. Ranks run over all of them by score, best first."""
+    retrieval ranked in but could not fit. Ranks run over all of them by score, best first. profile: the standing
+    profile's candidates (ctx.profile: those shown), recorded as their own section with their own ranks."""
     kept = {str(m.memory_id) for m in ctx.memories}
     rows = [(m, True, "") for m in ctx.memories]
     rows += [(m, False, ContextReceiptItem.Reason.SECTION_BUDGET.value) for m in retrieved
@@ -53,6 +69,7 @@ def receipt_build(*, tenant, session, surface: str, query: str, ctx, retrieved: 
     rows += [(m, False, ContextReceiptItem.Reason.BUDGET.value) for m in left_out if str(m.memory_id) not in kept]
     rows.sort(key=lambda r: -float(r[0].score or 0.0))
     items = [_item(m, rank=i, included=inc, reason=why) for i, (m, inc, why) in enumerate(rows, 1)]
+    items += _profile_items(profile or [], shown=getattr(ctx, "profile", None) or [])
     return {"id": str(uuid.uuid4()), "tenant_id": str(tenant.pk), "user_id": str(session.user_id),
             "session_id": str(session.pk), "surface": surface, "created_at": clock.now().isoformat(),
             "query": (query or "")[:QUERY_CHARS], "budget": int(ctx.budget or 0),

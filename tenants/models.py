@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import uuid
 
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from rest_framework_api_key.models import AbstractAPIKey, BaseAPIKeyManager
 
@@ -31,6 +32,10 @@ class Tenant(models.Model):
     tokens_per_minute = models.PositiveIntegerField(default=200_000)
     max_input_tokens = models.PositiveIntegerField(default=8_000)
     review_inferred = models.BooleanField(default=False, help_text="Hold inferred memories for staff review.")
+    review_supersede_below = models.FloatField(
+        default=0.0, validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Hold a new value that would supersede an active memory for staff review when its confidence is "
+                  "below this (0: never); the old value stays in use until a reviewer approves the new one.")
     remember_assistant_turns = models.BooleanField(
         default=True, help_text="Keep what the assistant said as episodic memories (never as facts about the user).")
     receipt_retention_days = models.PositiveIntegerField(

@@ -139,6 +139,10 @@ def memory_supersede(
     )
 
 
+def _held_for_review(tenant: Tenant, record: MemoryRecord) -> bool:
+    return record.status == MemoryStatus.ACTIVE and record.confidence < (tenant.review_supersede_below or 0.0)
+
+
 def decisions_apply(
     *,
     tenant: Tenant,
@@ -213,6 +217,10 @@ def decisions_apply(
         record = _new_record(
             tenant=tenant, user=user, candidate=decision.candidate, source=source, session_id=session_id, memory_id=mid
         )
+        if action == SUPERSEDE and _held_for_review(tenant, record):
+            # A doubtful correction waits for a reviewer; the value in use stays until it is approved.
+            record.status = MemoryStatus.PENDING_REVIEW
+            record.metadata = {**record.metadata, "supersedes": [str(t.pk) for t in targets]}
         _create_locked(
             record,
             actor_type=actor_type,
@@ -240,6 +248,8 @@ def decisions_apply(
                 changed.append(old)
             corrections.append((record, targets, source, session_id))
             results.append((record, "superseded"))
+        elif action == SUPERSEDE:
+            results.append((record, "held_for_review"))
         else:
             results.append((record, "created"))
     # After every decision: a statement of this same message that says an old value is written by then.

@@ -233,8 +233,9 @@ def memory_restore(
 
 def _displaced_by(record: MemoryRecord) -> list[MemoryRecord]:
     """What a memory held for review replaces once approved: the active records it contradicts (same subject,
-    another value) and the events it was consolidated from."""
-    cond = Q(pk__in=[str(i) for i in (record.metadata or {}).get("consolidated_from", [])])
+    another value, or the ones its held correction named) and the events it was consolidated from."""
+    meta = record.metadata or {}
+    cond = Q(pk__in=[str(i) for i in [*meta.get("consolidated_from", []), *meta.get("supersedes", [])]])
     if record.subject:
         cond |= Q(subject=record.subject) & ~Q(value=record.value)
     return list(

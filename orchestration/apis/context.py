@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 
 from context.links import link_list
 from infra.errors import ValidationFailed
+from memory.apis.profile import ProfileEntryOutput
 from memory.apis.serializers import RetrievedMemoryOutput
 from sessions.models import BridgeSummary
 from sessions.selectors import access_session
@@ -42,6 +43,8 @@ class ContextOutput(serializers.Serializer):
     first_turn = serializers.BooleanField()
     goal = serializers.CharField()
     memories = RetrievedMemoryOutput(many=True)
+    profile = ProfileEntryOutput(many=True, help_text="The standing profile entries shown (inside the memories "
+                                                      "data block, before the retrieved memories).")
     bridges = BridgeOutput(many=True)
 
 
@@ -66,7 +69,8 @@ class SessionContextApi(APIView):
         return Response(ContextOutput({
             "session_id": session.pk, "messages": ctx.messages, "breakdown": ctx.breakdown,
             "total_tokens": ctx.total_tokens, "budget": ctx.budget, "memory_status": ctx.memory_status,
-            "first_turn": ctx.first_turn, "goal": ctx.goal, "memories": ctx.memories, "bridges": ctx.bridges,
+            "first_turn": ctx.first_turn, "goal": ctx.goal, "memories": ctx.memories, "profile": ctx.profile,
+            "bridges": ctx.bridges,
         }).data)
 
 

@@ -57,7 +57,7 @@ def test_a_context_leaves_a_receipt_of_what_went_in_and_what_was_left_out(alice,
                                                                          eager, settings):
     settings.CONTINUUM_CONTEXT_CAPS = {**settings.CONTINUUM_CONTEXT_CAPS, "memories": 150}
     session = remembered["session"]
-    r = _context(alice_client, session, input="What did I pack for the Alps hike?", budget=1500)
+    r0 = r = _context(alice_client, session, input="What did I pack for the Alps hike?", budget=1500)
     assert r.status_code == 200, r.content
     shown = [m["memory_id"] for m in r.json()["memories"]]
     assert shown
@@ -67,17 +67,28 @@ def test_a_context_leaves_a_receipt_of_what_went_in_and_what_was_left_out(alice,
     [receipt] = r.json()["results"]
     assert receipt["surface"] == "context" and receipt["query"] == "What did I pack for the Alps hike?"
     assert receipt["budget"] == 1500 and receipt["total_tokens"] <= 1500
-    assert [i["memory_id"] for i in receipt["included"]] == shown
-    for item in receipt["included"]:
+    retrieved = [i for i in receipt["included"] if i["section"] == "memories"]
+    assert [i["memory_id"] for i in retrieved] == shown
+    for item in retrieved:
         assert item["tokens"] > 0 and item["reason"] == ""
         assert {"dense", "keyword", "recency", "session_prior"} <= set(item["score_parts"])
         assert item["source_message_ids"][0] == remembered["messages"][item["memory_id"]]
     # A dozen matching memories do not fit a 150-token memory section: the rest are on the receipt as left out.
     assert receipt["left_out"]
     assert {i["reason"] for i in receipt["left_out"]} <= {"budget", "section_budget"}
-    assert not {i["memory_id"] for i in receipt["left_out"]} & set(shown)
-    ranks = sorted(i["rank"] for i in receipt["included"] + receipt["left_out"])
+    assert not {i["memory_id"] for i in receipt["left_out"] if i["section"] == "memories"} & set(shown)
+    ranks = sorted(i["rank"] for i in receipt["included"] + receipt["left_out"] if i["section"] == "memories")
     assert ranks == list(range(1, len(ranks) + 1))
+    # The standing profile went in too (the stated facts are the user's profile): the receipt lists what was shown
+    # of it, in the profile's own order, and what its share of the budget could not hold.
+    profile_shown = [p["memory_id"] for p in r0.json()["profile"]]
+    assert profile_shown
+    assert not set(profile_shown) & set(shown)  # what the profile shows, retrieval does not spend tokens on again
+    profile_items = sorted((i for i in receipt["included"] + receipt["left_out"] if i["section"] == "profile"),
+                           key=lambda i: i["rank"])
+    assert [i["memory_id"] for i in profile_items if i["memory_id"] in profile_shown] == profile_shown
+    assert all(i["tokens"] > 0 for i in profile_items)
+    assert {i["memory_id"] for i in profile_items} <= {str(rec.pk) for rec in remembered["records"]}
 
 
 def test_score_parts_add_up_to_the_score(alice, alice_user, remembered, eager):
@@ -203,7 +214,8 @@ def test_the_admin_shows_how_often_a_memory_was_used_and_links_its_receipts(alic
     for question in ("What did I pack for the Alps hike?", "Alps hike packing again"):
         _context(alice_client, session, input=question)
     item = ContextReceiptItem.objects.for_tenant(alice).filter(included=True).order_by("receipt__created_at").last()
-    turns = ContextReceiptItem.objects.for_tenant(alice).filter(memory_uuid=item.memory_uuid, included=True).count()
+    turns = ContextReceiptItem.objects.for_tenant(alice).filter(memory_uuid=item.memory_uuid, included=True) \
+        .values("receipt").distinct().count()
     last = ContextReceipt.objects.for_tenant(alice).get(pk=item.receipt_id).created_at
     page = admin_client.get(f"/admin/memory/memoryrecord/{item.memory_uuid}/change/").content.decode()
     assert f"used in {turns} turns, last on {last:%d %b %Y %H:%M}" in page
