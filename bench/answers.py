@@ -1,20 +1,49 @@
-"""LoCoMo answers: one fixed reader model answers sampled questions from three contexts, side by side in one run.
+"""Answers: one fixed reader model answers sampled questions from three contexts, side by side in one run.
 
-The contexts, each for the same questions: Continuum's memories as a turn's context gets them (retrieval over both
-speakers with a 1,000-token memory budget, each memory with its provenance line), the plain dense baseline at the
-same budget (raw "Speaker: text" turns best-first by cosine while they fit), and the question's own evidence turns
-(the upper bound: what a perfect retriever would hand over). The reader is the model at --base-url (by default the
-local llama-server of scripts/local_model.py), temperature 0, a short answer. Scored by token F1 and exact match
-against the gold answer (SQuAD normalisation), with context tokens and reader seconds per question.
+The arbiter of whether Continuum's context helps a model answer. For each question, three contexts at one token
+budget (--budget, 1,000 by default), each the same rendering the product uses (context.composer's memory section:
+its framing, then memories grouped under "date, session N:" headings, each line "Speaker: words" with relative dates
+resolved):
+- continuum: exactly the memory section a turn's composer hands the model at that budget (bench/locomo.py
+  `budget_context`: the standing profile section first, in its share of the budget, then retrieval over the
+  conversation's users, skipping what the profile shows, each hit with its neighbouring turns);
+- dense baseline: every turn of the conversation embedded with the same embedder, taken best-first by cosine while
+  the rendered section stays within the same budget; each turn rendered as an episodic memory of it would be
+  (its session's date and number, the speaker, its relative dates resolved);
+- oracle: the question's own evidence turns, rendered the same way, whatever their length (what a perfect retriever
+  would hand over; no budget).
+
+Two sets, one run or one at a time (--sets): LoCoMo dev (../shared/bench, each speaker an end user: bench/locomo.py's
+"two-users" shape) and the product-shaped set bench/data/product-dev.json (one user and the assistant: "assistant"
+shape). Questions are sampled per set with --seed, stratified by type (LoCoMo's categories 1-4 by name; the product
+set's types): each type gets its share of --questions in proportion to its questions, at least one while there are
+as many questions as types. The product set's implicit standing probes (a task the instruction governs, "Draft the
+release notes..."), whose gold is the instruction to follow rather than an answer, are left out: a short answer to
+a task cannot be scored against it.
+
+The reader is the model at --base-url (by default the local llama-server of scripts/local_model.py), temperature 0,
+at most 32 tokens, the context in the system message after the reader's instructions (where a composed context puts
+it), the question as the user's message. Scores per context, overall and by type:
+- token F1 and exact match against the gold answer (SQuAD normalisation: lower case, punctuation and articles
+  dropped, as LoCoMo's own evaluation also drops "and");
+- unsupported: the share of answers that state something absent from every context of the question. An answer is
+  unsupported when one of its content words (normalised as above, stopwords dropped) appears in none of the three
+  contexts nor in the question. So an answer computed from the context ("2022" from "last year", said in 2023) counts
+  as unsupported too; an abstention ("not mentioned") has no content words beyond the stopwords and counts as
+  supported;
+- context tokens and reader seconds per question; the F1 ratios continuum/oracle and continuum/dense.
 
 The conversations are imported through the service as bench/locomo.py does (rules-only extraction, so the figures
-are about retrieval, not about the reader's own extraction); --reuse-dir keeps the import for the next run.
+are about memory and retrieval, not about the reader's own extraction); --reuse-dir keeps each set's import
+(DIR/imported-<set>.json) for the next run, with the same --database-url.
 
-    .venv/bin/python bench/answers.py --questions 20 [--conversations 1] [--seed 7] [--json out.json]
+    .venv/bin/python bench/answers.py --sets locomo,product --questions 20 [--seed 7] [--budget 1000]
+        [--conversations N] [--reuse-dir DIR] [--json out.json]
 
---quick: four questions of the short conversation shipped in bench/data, read by a stand-in reader unless --base-url
-is given (a local server that answers with the context line sharing the most words with the question, no model):
-seconds, to show the bench runs; its figures say nothing about a model.
+--quick: four questions of each set's first conversation (the short conversation shipped in bench/data, and the
+product set's first project), read by a stand-in reader unless --base-url is given (a local server that answers with
+the context line sharing the most words with the question, no model): shows the bench runs; its figures say
+nothing about a model.
 """
 from __future__ import annotations
 
@@ -29,45 +58,67 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import locomo  # noqa: E402
+from bench import locomo, product_set  # noqa: E402
 
-MEMORY_BUDGET = 1000
+PRODUCT_DATASET = REPO / "bench" / "data" / "product-dev.json"
+SETS = {"locomo": "two-users", "product": "assistant"}  # each set's import shape
+CONDITIONS = ("continuum", "dense_baseline", "oracle")
+LABELS = {"continuum": "continuum", "dense_baseline": "dense baseline", "oracle": "oracle (evidence turns)"}
 READER_MAX_TOKENS = 32
-READER_SYSTEM = ("You answer questions about a long conversation between two people, using only the context given. "
-                 "Answer with a few words (a name, a date, a short phrase), no explanation. If the context does not "
-                 "say, answer with your best guess from it.")
+READER_SYSTEM = ("You answer questions about a long conversation, using only the context given. Answer with a few "
+                 "words (a name, a date, a short phrase), no explanation. If the context does not say, answer with "
+                 "your best guess from it.")
+# Words that carry no claim: an answer made only of these states nothing the contexts could lack.
+STOPWORDS = frozenset("""
+i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers herself it its
+itself they them their theirs themselves what which who whom whose this that these those am is are was were be been
+being have has had having do does did doing but if or because as until while of at by for with about against between
+into through during before after above below to from up down in out on off over under again further then once here
+there when where why how all any both each few more most other some such no nor not only own same so than too very s t
+can will just don should now would could might must shall may also yes ok okay mentioned stated specified say says
+said unknown unclear context information given provided answer none nothing
+""".split())
+_TASK_PATTERNS = [re.compile("^" + re.sub(r"\\\{[a-z0-9]+\\\}", ".+", re.escape(t)) + "$")
+                  for ins in product_set.INSTRUCTIONS for t in ins["task"]]
 
 
 def _args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("dataset", nargs="?", default=str(locomo.DEFAULT_DATASET))
-    p.add_argument("--questions", type=int, default=20, help="questions sampled (seeded) from categories 1-4")
+    p.add_argument("--sets", default="locomo,product", help="comma-separated: locomo, product (default both)")
+    p.add_argument("--locomo-dataset", default=str(locomo.DEFAULT_DATASET))
+    p.add_argument("--product-dataset", default=str(PRODUCT_DATASET))
+    p.add_argument("--questions", type=int, default=20, help="questions per set, sampled (seeded) by type")
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--conversations", type=int, default=1, help="only the first N conversations (0: all)")
+    p.add_argument("--budget", type=int, default=1000, help="context tokens of Continuum and the dense baseline")
+    p.add_argument("--conversations", type=int, default=0, help="only each set's first N conversations (0: all)")
     p.add_argument("--base-url", default=None, help="the reader (default: READER_BASE_URL, else the local model)")
     p.add_argument("--model", default=os.environ.get("READER_MODEL", ""), help="default: the server's first model")
     p.add_argument("--json", dest="json_path")
     p.add_argument("--database-url", default="")
-    p.add_argument("--reuse-dir", default="")
+    p.add_argument("--reuse-dir", default="", help="keep each set's import here for the next run (same database)")
     p.add_argument("--torch-threads", type=int, default=1)
-    p.add_argument("--quick", action="store_true", help="four questions of the conversation in bench/data, read by "
+    p.add_argument("--quick", action="store_true", help="four questions of each set's first conversation, read by "
                    "a stand-in reader unless --base-url is given")
     args = p.parse_args(argv)
     if args.quick:
-        p.set_defaults(dataset=str(locomo.QUICK_DATASET), questions=4)
+        p.set_defaults(locomo_dataset=str(locomo.QUICK_DATASET), questions=4, conversations=1)
         args = p.parse_args(argv)
         if args.base_url is None:
             args.base_url = overlap_reader_start()
     args.base_url = args.base_url or os.environ.get("READER_BASE_URL") or \
         f"http://127.0.0.1:{os.environ.get('LOCAL_MODEL_PORT', '8090')}/v1"
+    args.sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    unknown = set(args.sets) - set(SETS)
+    if unknown or not args.sets:
+        p.error(f"--sets takes {', '.join(SETS)}; got {', '.join(sorted(unknown)) or 'none'}")
     args.use_llm = False  # the import's extraction: rules only
     return args
 
@@ -91,10 +142,9 @@ def overlap_reader_start() -> str:
 
         def do_POST(self):
             request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
-            prompt = request["messages"][-1]["content"]
-            context, _, question = prompt.partition("\n\nQuestion: ")
-            words = set(normalize(question))
-            lines = [line for line in context.splitlines()[1:] if line.strip()]
+            context = request["messages"][0]["content"].removeprefix(READER_SYSTEM)
+            words = set(normalize(request["messages"][-1]["content"]))
+            lines = [line.lstrip("- ") for line in context.splitlines() if line.startswith("- ")]
             best = max(lines, key=lambda line: len(words & set(normalize(line))), default="")
             self._send({"id": "quick", "object": "chat.completion", "created": 0, "model": "overlap-reader",
                         "choices": [{"index": 0, "finish_reason": "stop",
@@ -128,106 +178,228 @@ def exact_match(prediction: str, gold: str) -> float:
     return float(normalize(prediction) == normalize(gold))
 
 
-def main(argv=None) -> dict:
-    args = _args(argv)
-    import openai
+def unsupported_words(answer: str, sources: list[str]) -> list[str]:
+    """The answer's content words (normalised, stopwords dropped) found in none of the sources."""
+    known = {w for text in sources for w in normalize(text)}
+    return [w for w in dict.fromkeys(normalize(answer)) if w not in STOPWORDS and w not in known]
 
-    reader = openai.OpenAI(base_url=args.base_url, api_key="not-needed", timeout=120, max_retries=0)
-    data = json.loads(Path(args.dataset).read_text())
-    if args.conversations:
-        data = data[: args.conversations]
-    workdir = Path(args.reuse_dir).resolve() if args.reuse_dir else Path(tempfile.mkdtemp(prefix="answers-bench-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    marker = workdir / "imported.json"
-    locomo._setup_django(args, workdir)
 
-    import numpy as np
+def is_task_probe(question: str) -> bool:
+    """A product-set standing question that is a task the instruction governs, not a question about it."""
+    return any(p.match(question) for p in _TASK_PATTERNS)
 
+
+def stratified_sample(pool: list, n: int, seed: int, key) -> list:
+    """n items of the pool, each stratum (key) getting its share in proportion to its size (largest remainders),
+    at least one each while n allows; seeded, in stratum order."""
+    strata: dict[str, list] = {}
+    for item in pool:
+        strata.setdefault(key(item), []).append(item)
+    names, n = sorted(strata), min(n, len(pool))
+    if not n:
+        return []
+    share = {s: n * len(strata[s]) / len(pool) for s in names}
+    quota = {s: int(share[s]) for s in names}
+    for s in sorted(names, key=lambda s: share[s] - quota[s], reverse=True)[: n - sum(quota.values())]:
+        quota[s] += 1
+    if n >= len(names):
+        for s in names:
+            if not quota[s]:
+                quota[max(names, key=lambda t: quota[t])] -= 1
+                quota[s] = 1
+    rng = random.Random(seed)
+    return [item for s in names for item in rng.sample(strata[s], quota[s])]
+
+
+class Conversation:
+    """A conversation's turns as the product's memories of them would read: one episodic memory per whole turn
+    (context.composer renders them), its dense index, and its turns by dia_id."""
+
+    def __init__(self, conv: dict, embedder):
+        import numpy as np
+
+        from memory.extraction.rules import resolve_dates
+        from memory.retrieval import RetrievedMemory
+
+        self.turns, self.by_dia = [], {}
+        user_speaker = conv["speaker_a"]
+        for ordinal, (_, started, turns) in enumerate(locomo.sessions_of(conv), start=1):
+            for i, t in enumerate(turns):
+                said_at = started + timedelta(seconds=30 * i)  # as bench/locomo.py's import dates each message
+                content = locomo.turn_content(t)
+                m = RetrievedMemory(memory_id=t["dia_id"], kind="event", text=f"{t['speaker']}: {content}", score=0.0,
+                                    source_type="user_stated" if t["speaker"] == user_speaker else "assistant",
+                                    created_at=said_at, session_id=None, source_message_id=None, provenance="",
+                                    session_number=ordinal, dates=resolve_dates(content, said_at))
+                self.turns.append(m)
+                self.by_dia[t["dia_id"]] = m
+        self.matrix = np.array(embedder.embed([m.text for m in self.turns]), dtype=np.float32)
+
+    def dense(self, question: str, budget: int, embedder) -> list:
+        """Turns best-first by cosine while the rendered section stays within the budget."""
+        import numpy as np
+
+        from context.composer import memory_section_overhead
+        from memory.rendering import BlockBudget
+
+        block, out = BlockBudget(budget - memory_section_overhead()), []
+        for i in np.argsort(-(self.matrix @ np.array(embedder.embed([question])[0], dtype=np.float32))):
+            cost = block.cost(self.turns[i])
+            if not block.fits(cost):
+                break
+            block.add(self.turns[i], cost)
+            out.append(self.turns[i])
+        return out
+
+    def evidence(self, dia_ids: list[str]) -> list:
+        return [self.by_dia[d] for d in dict.fromkeys(dia_ids) if d in self.by_dia]
+
+
+def _run_set(name: str, args, reader, model_of, workdir: Path) -> dict:
+    from context.composer import memory_section_text
     from infra.embedder import get_embedder
     from infra.tokens import count_tokens
-    from memory.retrieval import memory_retrieve_for_users
-    from tenants.models import EndUser, Tenant
-    from tenants.services import tenant_create
 
-    reused = locomo._reused_import(marker, data, Tenant, EndUser, "two-users") if args.reuse_dir else None
-    if reused:
-        tenant, users_by_sample, _ = reused
-    else:
-        tenant = tenant_create(name="LoCoMo answers", slug=f"answers-{uuid.uuid4().hex[:6]}",
-                               memory_ttl_days={"event": None, "goal": None})
-        started = time.perf_counter()
-        users_by_sample = {s["sample_id"]: locomo.import_sample(s, tenant) for s in data}
-        print(f"imported {len(data)} conversation(s) in {time.perf_counter() - started:.0f} s", flush=True)
-        if args.reuse_dir:
-            marker.write_text(json.dumps({
-                "tenant_id": str(tenant.pk), "samples": [s["sample_id"] for s in data], "import_seconds": 0.0,
-                "users": {sid: {name: str(u.pk) for name, u in users.items()}
-                          for sid, users in users_by_sample.items()}}))
-
-    pool = [(s, qa) for s in data for qa in s["qa"]
-            if qa.get("category") in locomo.CATEGORIES and qa.get("evidence") and "answer" in qa]
-    sample = random.Random(args.seed).sample(pool, min(args.questions, len(pool)))
-    model = (args.model or reader.models.list().data[0].id) if sample else ""
+    path = Path(args.locomo_dataset if name == "locomo" else args.product_dataset)
+    data = json.loads(path.read_text())
+    if args.conversations:
+        data = data[: args.conversations]
     embedder = get_embedder()
-    indexes = {}
-    conditions = ("continuum", "dense_baseline", "evidence")
-    scores = {c: {"f1": [], "em": [], "tokens": [], "seconds": []} for c in conditions}
+    embedder.caching = True
+    tenant, users_by_sample, import_seconds = locomo.import_or_reuse(
+        data=data, shape=SETS[name], marker=workdir / f"imported-{name}.json" if args.reuse_dir else None,
+        tenant_name=f"Answers bench: {name}")
+    pool = [(s, qa) for s in data for qa in s["qa"]
+            if qa.get("category") in locomo.CATEGORIES and qa.get("evidence") and "answer" in qa
+            and not is_task_probe(qa["question"])]
+    sample = stratified_sample(pool, args.questions, args.seed, key=lambda item: locomo.question_type(item[1]))
+    model = model_of() if sample else ""
+    conversations: dict[str, Conversation] = {}
     rows = []
+    started_run = time.perf_counter()
     for n, (s, qa) in enumerate(sample, start=1):
-        conv = s["conversation"]
-        if s["sample_id"] not in indexes:
-            turns = [t for _, _, ts in locomo.sessions_of(conv) for t in ts]
-            lines = [f"{t['speaker']}: {locomo.turn_content(t)}" for t in turns]
-            indexes[s["sample_id"]] = (turns, lines, np.array(embedder.embed(lines), dtype=np.float32),
-                                       [count_tokens(x) for x in lines])
-        turns, lines, matrix, line_tokens = indexes[s["sample_id"]]
+        if s["sample_id"] not in conversations:
+            conversations[s["sample_id"]] = Conversation(s["conversation"], embedder)
+        embedder.caching = False  # every question's embedding is computed, as a turn's would be
+        conv = conversations[s["sample_id"]]
         question, gold = qa["question"], str(qa["answer"])
         users = list(users_by_sample[s["sample_id"]].values())
-        memories = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=1000,
-                                             token_budget=MEMORY_BUDGET, record_access=False)
-        order = np.argsort(-(matrix @ np.array(embedder.embed([question])[0], dtype=np.float32)))
-        dense, used = [], 0
-        for i in order:
-            if used + line_tokens[i] > MEMORY_BUDGET:
-                break
-            used += line_tokens[i]
-            dense.append(lines[i])
-        by_dia = {t["dia_id"]: line for t, line in zip(turns, lines)}
         contexts = {
-            "continuum": "\n".join(f"- {m.text} ({m.provenance})" for m in memories),
-            "dense_baseline": "\n".join(dense),
-            "evidence": "\n".join(by_dia[d] for d in qa["evidence"] if d in by_dia),
+            "continuum": locomo.budget_context(tenant=tenant, users=users, question=question, budget=args.budget).text,
+            "dense_baseline": memory_section_text(conv.dense(question, args.budget, embedder)),
+            "oracle": memory_section_text(conv.evidence(qa["evidence"])),
         }
-        row = {"question": question, "gold": gold, "category": qa["category"]}
+        embedder.caching = True
+        row = {"sample": s["sample_id"], "question": question, "gold": gold, "type": locomo.question_type(qa)}
         for condition, context in contexts.items():
             started = time.perf_counter()
             reply = reader.chat.completions.create(
                 model=model, temperature=0, max_tokens=READER_MAX_TOKENS,
-                messages=[{"role": "system", "content": READER_SYSTEM},
-                          {"role": "user", "content": f"Context:\n{context}\n\nQuestion: {question}"}])
+                messages=[{"role": "system", "content": f"{READER_SYSTEM}\n\n{context}" if context else READER_SYSTEM},
+                          {"role": "user", "content": question}])
             seconds = time.perf_counter() - started
             answer = (reply.choices[0].message.content or "").strip()
-            scores[condition]["f1"].append(token_f1(answer, gold))
-            scores[condition]["em"].append(exact_match(answer, gold))
-            scores[condition]["tokens"].append(count_tokens(context))
-            scores[condition]["seconds"].append(seconds)
-            row[condition] = answer
+            missing = unsupported_words(answer, [*contexts.values(), question])
+            row[condition] = {"answer": answer, "f1": round(token_f1(answer, gold), 3),
+                              "em": exact_match(answer, gold), "unsupported": bool(missing),
+                              "unsupported_words": missing, "tokens": count_tokens(context) if context else 0,
+                              "seconds": round(seconds, 2)}
+        row["contexts"] = contexts  # what the reader saw: kept in --json for reading the answers against
         rows.append(row)
-        print(f"[{n}/{len(sample)}] {question} | gold: {gold} | " +
-              " | ".join(f"{c}: {row[c]}" for c in conditions), flush=True)
+        print(f"[{name} {n}/{len(sample)}] ({row['type']}) {question} | gold: {gold} | " +
+              " | ".join(f"{c}: {row[c]['answer']}" for c in CONDITIONS), flush=True)
+    wall = time.perf_counter() - started_run
 
-    result = {
-        "dataset": args.dataset, "conversations": len(data), "questions": len(sample), "seed": args.seed,
-        "reader": model, "memory_budget_tokens": MEMORY_BUDGET,
-        **{c: {"token_f1": round(statistics.mean(v["f1"]), 3), "exact_match": round(statistics.mean(v["em"]), 3),
-               "context_tokens_mean": round(statistics.mean(v["tokens"]), 1),
-               "reader_seconds_mean": round(statistics.mean(v["seconds"]), 2)}
-           for c, v in scores.items() if v["f1"]},
+    def figures(subset: list[dict]) -> dict:
+        return {c: {"token_f1": round(statistics.mean(r[c]["f1"] for r in subset), 3),
+                    "exact_match": round(statistics.mean(r[c]["em"] for r in subset), 3),
+                    "unsupported": round(statistics.mean(r[c]["unsupported"] for r in subset), 3),
+                    "context_tokens_mean": round(statistics.mean(r[c]["tokens"] for r in subset), 1),
+                    "reader_seconds_mean": round(statistics.mean(r[c]["seconds"] for r in subset), 2)}
+                for c in CONDITIONS} if subset else {}
+
+    overall = figures(rows)
+
+    def ratio(a: str, b: str, key: str = "token_f1") -> float | None:
+        if not overall or not overall[b][key]:
+            return None
+        return round(overall[a][key] / overall[b][key], 3)
+
+    types = sorted({r["type"] for r in rows})
+    return {
+        "set": name, "dataset": str(path), "shape": SETS[name], "conversations": len(data),
+        "questions": len(rows), "pool": len(pool), "reader": model, "budget_tokens": args.budget,
+        "import_seconds": round(import_seconds, 1), "questions_wall_seconds": round(wall, 1),
+        "seconds_per_question": round(wall / len(rows), 1) if rows else 0.0,
+        **overall,
+        "ratios": {"f1_continuum_over_oracle": ratio("continuum", "oracle"),
+                   "f1_continuum_over_dense": ratio("continuum", "dense_baseline"),
+                   "em_continuum_over_oracle": ratio("continuum", "oracle", "exact_match"),
+                   "em_continuum_over_dense": ratio("continuum", "dense_baseline", "exact_match")},
+        "by_type": {t: {"questions": sum(r["type"] == t for r in rows), **figures([r for r in rows if r["type"] == t])}
+                    for t in types},
         "answers": rows,
     }
-    print(json.dumps({k: v for k, v in result.items() if k != "answers"}, indent=2))
+
+
+def _print(r: dict) -> None:
+    print(f"\nanswers, {r['set']} set ({r['shape']} shape): {r['questions']} questions (of {r['pool']}) from "
+          f"{r['conversations']} conversations, reader {r['reader']}, budget {r['budget_tokens']} tokens, "
+          f"{r['seconds_per_question']} s per question")
+    if not r["questions"]:
+        return
+    print(f"{'context':26}{'token F1':>10}{'EM':>8}{'unsupported':>13}{'tokens':>9}{'reader s/q':>12}")
+    for c in CONDITIONS:
+        f = r[c]
+        print(f"{LABELS[c]:26}{f['token_f1']:>10.3f}{f['exact_match']:>8.3f}{f['unsupported']:>13.3f}"
+              f"{f['context_tokens_mean']:>9.1f}{f['reader_seconds_mean']:>12.2f}")
+    q = r["ratios"]
+
+    def shown(x):
+        return "n/a" if x is None else f"{x:.3f}"
+
+    print(f"F1 continuum/oracle {shown(q['f1_continuum_over_oracle'])}, "
+          f"F1 continuum/dense {shown(q['f1_continuum_over_dense'])}; "
+          f"EM continuum/oracle {shown(q['em_continuum_over_oracle'])}, "
+          f"EM continuum/dense {shown(q['em_continuum_over_dense'])}")
+    print("by type, F1 continuum / dense / oracle (unsupported continuum / dense / oracle; questions):")
+    for t, f in r["by_type"].items():
+        print(f"  {t:18}" + " / ".join(f"{f[c]['token_f1']:.3f}" for c in CONDITIONS) +
+              "  (" + " / ".join(f"{f[c]['unsupported']:.2f}" for c in CONDITIONS) + f"; {f['questions']})")
+
+
+def main(argv=None) -> dict:
+    args = _args(argv)
+    import openai
+
+    reader = openai.OpenAI(base_url=args.base_url, api_key="not-needed", timeout=600, max_retries=0)
+    workdir = Path(args.reuse_dir).resolve() if args.reuse_dir else Path(tempfile.mkdtemp(prefix="answers-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    locomo._setup_django(args, workdir)
+
+    import torch
+
+    from infra.embedder import get_embedder, set_embedder
+
+    torch.set_num_threads(max(1, args.torch_threads))
+    set_embedder(locomo.CachingEmbedder(get_embedder()))
+    chosen = []
+
+    def model_of() -> str:
+        if not chosen:
+            chosen.append(args.model or reader.models.list().data[0].id)
+        return chosen[0]
+
+    started = time.perf_counter()
+    results = {}
+    for name in args.sets:
+        results[name] = _run_set(name, args, reader, model_of, workdir)
+        _print(results[name])
+    result = {"command": " ".join(["bench/answers.py", *(argv if argv is not None else sys.argv[1:])]),
+              "date": time.strftime("%Y-%m-%d"), "seed": args.seed, "budget_tokens": args.budget,
+              "wall_seconds": round(time.perf_counter() - started, 1), "sets": results}
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps(result, indent=2))
+        Path(args.json_path).write_text(json.dumps(result, indent=2, ensure_ascii=False))
     return result
 
 

@@ -10,10 +10,12 @@ first; neighbours shown with it count, and cost their tokens); summaries count f
 
 Reported beside a plain dense baseline (every raw turn "Speaker: text", top-k cosine, same embedder) and the
 full conversation's tokens: evidence recall@5/10/20 (k memories vs k turns, no token budget, no expansion),
-recall within 500/1,000/2,000 context tokens (the service called with that token budget, which counts what the
-model reads of the memories: the rendered block with its headings, dates and neighbouring turns; the baseline takes
-"Speaker: text" turns best-first while they fit), mean context tokens (and of them the memory text alone), and retrieval latency p50/p95 (query embedding
-included). No LLM is used unless --use-llm is given and one is configured.
+recall within 500/1,000/2,000 context tokens (`budget_context`: the memory section a composed context holds at that
+budget, counted as the model reads it: the section's framing, the standing profile first, then the retrieved
+memories with their headings, dates and neighbouring turns; the baseline takes "Speaker: text" turns best-first while
+they fit), mean context tokens (and of them the memory text alone), and retrieval latency p50/p95 (query embedding
+included). No LLM is used unless --use-llm is given and one is configured. bench/answers.py hands a reader model the
+same section (`budget_context`), so its answers are scored on what these figures measure.
 
     .venv/bin/python bench/locomo.py [DATASET] [--json out.json] [--database-url URL] [--reuse-dir DIR]
         [--misses misses.json]
@@ -36,6 +38,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -209,6 +212,81 @@ def _reused_import(marker: Path, data: list[dict], Tenant, EndUser, shape: str):
     return tenant, users, saved.get("import_seconds", 0.0)
 
 
+def import_or_reuse(*, data: list[dict], shape: str, marker: Path | None, drop_assistant_turns: bool = False,
+                    tenant_name: str = "LoCoMo bench") -> tuple:
+    """(tenant, users by sample, import seconds): the conversations imported into a new tenant, or, when `marker`
+    names an earlier import of the same conversations and shape, that import. A new import writes `marker`."""
+    from memory.models import MemoryRecord
+    from tenants.models import EndUser, Tenant
+    from tenants.services import tenant_create
+
+    reused = _reused_import(marker, data, Tenant, EndUser, shape) if marker is not None else None
+    if reused:
+        print(f"reusing the import in {marker} (tenant {reused[0].pk})", flush=True)
+        return reused
+    # Old conversations (2023) must not expire under today's clock: this tenant keeps events and goals.
+    # With two users, the other speaker's turns are that speaker's own memories already: a copy of each as
+    # "what the assistant said" would store every turn twice, so this tenant keeps users' words only.
+    tenant = tenant_create(name=tenant_name, slug=f"locomo-{uuid.uuid4().hex[:6]}",
+                           memory_ttl_days={"event": None, "goal": None},
+                           remember_assistant_turns=shape == "assistant" and not drop_assistant_turns)
+    t0 = time.perf_counter()
+    users_by_sample = {}
+    for sample in data:
+        users_by_sample[sample["sample_id"]] = import_sample(sample, tenant, shape=shape)
+        print(f"imported {sample['sample_id']}: {MemoryRecord.objects.for_tenant(tenant).count()} memories "
+              f"so far", flush=True)
+    import_seconds = time.perf_counter() - t0
+    if marker is not None:
+        # Written last: a run interrupted mid-import leaves no marker and the next one imports afresh.
+        marker.write_text(json.dumps({
+            "tenant_id": str(tenant.pk), "samples": [s["sample_id"] for s in data], "shape": shape,
+            "import_seconds": import_seconds,
+            "users": {sid: {name: str(u.pk) for name, u in users.items()}
+                      for sid, users in users_by_sample.items()}}, indent=2))
+    return tenant, users_by_sample, import_seconds
+
+
+@dataclass
+class BudgetContext:
+    """What a turn's context shows the model of memory at one token budget: the standing profile section first, then
+    the retrieved memories, framed as the composer frames its memory section."""
+
+    text: str  # the memory section as the model reads it (context.composer.memory_section_text)
+    tokens: int  # its tokens, framing included
+    memories: list  # the retrieved memories shown (memory.retrieval.RetrievedMemory)
+    profile: list  # the profile entries shown (memory.profile.ProfileEntry)
+    profile_text: str
+    profile_tokens: int
+    retrieval_ms: float  # reading the profile and retrieving (what bench/locomo.py times), rendering not included
+
+
+def budget_context(*, tenant, users: list, question: str, budget: int, profile: bool = True) -> BudgetContext:
+    """The memory section a composed context holds for this question within `budget` tokens, as the product builds
+    it: the profile (read by kind, not by the question) in its bounded share (memory.profile.profile_budget), then
+    retrieval fills what is left after the section's framing, skipping what the profile already shows, each hit
+    with its neighbouring turns. Access is not counted (in production that is a task after the response)."""
+    from context.composer import memory_section_overhead, memory_section_text, profile_section_render
+    from infra.tokens import count_tokens
+    from memory.profile import profile_budget, profile_select
+    from memory.retrieval import memory_retrieve_for_users
+    from sessions.turn_reads import turns_around
+
+    start = time.perf_counter()
+    shown, profile_tokens, profile_text = [], 0, ""
+    if profile:
+        entries = [e for u in users for e in profile_select(tenant=tenant, user=u)]
+        profile_text, profile_tokens, shown = profile_section_render(entries, limit_tokens=profile_budget(budget))
+    got = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=1000,
+                                    token_budget=budget - profile_tokens - memory_section_overhead(),
+                                    record_access=False, neighbours=turns_around,
+                                    skip_ids={e.memory_id for e in shown})
+    retrieval_ms = (time.perf_counter() - start) * 1000
+    text = memory_section_text(got, profile_text)
+    return BudgetContext(text=text, tokens=count_tokens(text) if text else 0, memories=got, profile=shown,
+                         profile_text=profile_text, profile_tokens=profile_tokens, retrieval_ms=retrieval_ms)
+
+
 def evidence_recall(evidence: set[str], found: set[str]) -> float:
     return len(evidence & found) / len(evidence)
 
@@ -299,13 +377,9 @@ def main(argv=None) -> dict:
     from infra.tokens import count_tokens
     from infra.vector_store import Scope, get_vector_store
     from memory.models import MemoryRecord
-    from memory.profile import profile_budget, profile_render, profile_select
-    from memory.rendering import memories_block
     from memory.retrieval import memory_retrieve_for_users
     from sessions.models import Message
     from sessions.turn_reads import turns_around
-    from tenants.models import EndUser, Tenant
-    from tenants.services import tenant_create
 
     torch.set_num_threads(max(1, args.torch_threads))
     from django.conf import settings
@@ -315,31 +389,9 @@ def main(argv=None) -> dict:
                            min(plan.caps["memories"], plan.total) - memory_section_overhead())
     embedder = CachingEmbedder(get_embedder())
     set_embedder(embedder)
-    reused = _reused_import(marker, data, Tenant, EndUser, args.shape) if args.reuse_dir else None
-    if reused:
-        tenant, users_by_sample, import_seconds = reused
-        print(f"reusing the import in {workdir} (tenant {tenant.pk})", flush=True)
-    else:
-        # Old conversations (2023) must not expire under today's clock: this tenant keeps events and goals.
-        # With two users, the other speaker's turns are that speaker's own memories already: a copy of each as
-        # "what the assistant said" would store every turn twice, so this tenant keeps users' words only.
-        tenant = tenant_create(name="LoCoMo bench", slug=f"locomo-{uuid.uuid4().hex[:6]}",
-                               memory_ttl_days={"event": None, "goal": None},
-                               remember_assistant_turns=args.shape == "assistant" and not args.drop_assistant_turns)
-        t0 = time.perf_counter()
-        users_by_sample = {}
-        for sample in data:
-            users_by_sample[sample["sample_id"]] = import_sample(sample, tenant, shape=args.shape)
-            print(f"imported {sample['sample_id']}: {MemoryRecord.objects.for_tenant(tenant).count()} memories "
-                  f"so far", flush=True)
-        import_seconds = time.perf_counter() - t0
-        if args.reuse_dir:
-            # Written last: a run interrupted mid-import leaves no marker and the next one imports afresh.
-            marker.write_text(json.dumps({
-                "tenant_id": str(tenant.pk), "samples": [s["sample_id"] for s in data], "shape": args.shape,
-                "import_seconds": import_seconds,
-                "users": {sid: {name: str(u.pk) for name, u in users.items()}
-                          for sid, users in users_by_sample.items()}}, indent=2))
+    tenant, users_by_sample, import_seconds = import_or_reuse(
+        data=data, shape=args.shape, marker=marker if args.reuse_dir else None,
+        drop_assistant_turns=args.drop_assistant_turns)
     from django.db import connection
 
     if args.llm_queries:
@@ -414,17 +466,11 @@ def main(argv=None) -> dict:
                 found = set().union(*[memory_dia_ids(m, dia_of) for m in top[:k]]) if top else set()
                 ours["recall_at"][k].append(evidence_recall(evidence, found))
             for budget in BUDGETS:
-                start = time.perf_counter()
                 # The standing profile first, in its own bounded section (read by kind, not by the question, as a
                 # composed context reads it on every turn); retrieval fills what is left of the budget.
-                shown, profile_tokens, profile_text = [], 0, ""
-                if not args.no_profile:
-                    entries = [e for u in users for e in profile_select(tenant=tenant, user=u)]
-                    profile_text, profile_tokens, shown = profile_render(entries, limit_tokens=profile_budget(budget))
-                got = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=1000,
-                                                token_budget=budget - profile_tokens, record_access=False,
-                                                neighbours=turns_around, skip_ids={e.memory_id for e in shown})
-                elapsed = (time.perf_counter() - start) * 1000
+                ctx = budget_context(tenant=tenant, users=users, question=question, budget=budget,
+                                     profile=not args.no_profile)
+                got, shown, elapsed = ctx.memories, ctx.profile, ctx.retrieval_ms
                 if budget == 1000:
                     ours["latency_ms"].append(elapsed)
                 found = set().union(*[memory_dia_ids(m, dia_of) for m in got]) if got else set()
@@ -432,7 +478,7 @@ def main(argv=None) -> dict:
                 r = evidence_recall(evidence, found)
                 ours["recall_within"][budget].append(r)
                 # What the model reads (the rendered block: headings, dates, neighbours), and the memory text alone.
-                ours["tokens"][budget].append((count_tokens(memories_block(got)) if got else 0) + profile_tokens)
+                ours["tokens"][budget].append(ctx.tokens)
                 ours["tokens_text_only"][budget].append(
                     sum(count_tokens(m.text) + sum(count_tokens(n) for n in m.neighbours) for m in got))
                 if budget == 1000:
@@ -440,7 +486,7 @@ def main(argv=None) -> dict:
                     if answer and len(answer.split()) <= 3:
                         # Recall counts a turn when any memory of it is shown; this asks whether the words that
                         # answer were among what was shown (an excerpt may have left them out).
-                        read = (memories_block(got) + "\n" + profile_text).lower()
+                        read = ctx.text.lower()
                         answer_shown.setdefault(question_type(qa), []).append(answer in read)
                     by_category[qa["category"]].append(r)
                     by_type.setdefault(question_type(qa), []).append(r)

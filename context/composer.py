@@ -143,6 +143,10 @@ def _memory_block(memories: list) -> str:
     return memories_block(memories, clean=lambda text: _MEMORY_TAG.sub("", text))
 
 
+def _framed(block: str) -> str:
+    return "\n".join([_MEMORIES_OPEN, block, _MEMORIES_CLOSE])
+
+
 def _render_memories(memories: list, limit: int) -> tuple[str, int, list]:
     """The retrieved memories as one block (memory.rendering: grouped by session and date), best-ranked kept when
     the block is over its limit: the lowest-ranked memory goes first."""
@@ -152,7 +156,7 @@ def _render_memories(memories: list, limit: int) -> tuple[str, int, list]:
         body = _memory_block(kept)
         tokens = fixed + count_tokens(body)
         if tokens <= limit:
-            return "\n".join([_MEMORIES_OPEN, body, _MEMORIES_CLOSE]), tokens, kept
+            return _framed(body), tokens, kept
         kept.pop()
     return "", 0, []
 
@@ -167,11 +171,24 @@ def _with_profile(memories_text: str, profile_text: str) -> str:
     return memories_text.replace(_MEMORIES_OPEN, f"{_MEMORIES_OPEN}\n{profile_text}", 1)
 
 
+def profile_section_render(entries: list, *, limit_tokens: int) -> tuple[str, int, list]:
+    """The standing profile as a context shows it (its header, markup stripped) within limit_tokens: (text, tokens,
+    entries shown)."""
+    text, tokens, kept = profile_render(list(entries or []), header=_PROFILE_HEADER, limit_tokens=limit_tokens)
+    return _MEMORY_TAG.sub("", text), tokens, kept
+
+
+def memory_section_text(memories: list, profile_text: str = "") -> str:
+    """The memory data block a context shows, as the model reads it: its framing, the profile section first, then
+    the memories grouped by session and date. Empty when there is neither."""
+    return _with_profile(_framed(_memory_block(memories)) if memories else "", profile_text)
+
+
 def profile_shown_ids(profile: list, plan: ContextBudget) -> set[str]:
     """The profile entries a context of this plan shows while its memory section still has room (the profile
     outranks it): retrieval need not spend the memory section on them again."""
     limit = min(plan.caps.get("profile", plan.total), plan.total, profile_budget(plan.total))
-    return {e.memory_id for e in profile_render(list(profile or []), header=_PROFILE_HEADER, limit_tokens=limit)[2]}
+    return {e.memory_id for e in profile_section_render(profile, limit_tokens=limit)[2]}
 
 
 def memory_section_overhead() -> int:
@@ -316,9 +333,8 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
                 truncate_to_tokens(prompt, limit - tools_tokens)
             return Rendered(text=text, tokens=count_tokens(text) + tools_tokens)
         if section == "profile":
-            text, tokens, kept = profile_render(list(profile or []), header=_PROFILE_HEADER,
-                                               limit_tokens=min(limit, profile_budget(plan.total)))
-            return Rendered(text=_MEMORY_TAG.sub("", text), tokens=tokens, kept=kept)
+            text, tokens, kept = profile_section_render(profile, limit_tokens=min(limit, profile_budget(plan.total)))
+            return Rendered(text=text, tokens=tokens, kept=kept)
         if section == "bridge":
             return Rendered(*_render_bridges(bridges, limit))
         if section == "anchors":

@@ -243,3 +243,26 @@ def test_profile_section_keeps_to_its_cap(settings):
                               buffer=Buffer(session_id="s"), system_prompt="Be brief.", profile=entries)
     assert 0 < ctx.breakdown["profile"] <= settings.CONTINUUM_PROFILE_MAX_TOKENS
     assert 0 < len(ctx.profile) < len(entries) and ctx.profile == entries[:len(ctx.profile)]
+
+
+def test_memory_section_text_is_the_block_a_composed_context_shows():
+    """Benchmarks hand a reader model the memory section through memory_section_text and profile_section_render:
+    it must be the very block the composer puts in a turn's context, profile first."""
+    from memory.profile import ProfileEntry, profile_budget
+
+    entries = [ProfileEntry(memory_id="p1", kind="procedure", subject="units", text="Ada asked the assistant: Always "
+                            "answer in metric units.", source_type="user_stated", confidence=0.9,
+                            created_at=datetime(2024, 3, 1, tzinfo=timezone.utc), session_id=None,
+                            source_message_id=None)]
+    mems = [memory("Prefers aisle seats"), memory("Ada: I moved to Lisbon last spring", kind="event")]
+    session = SimpleNamespace(pk="s", user_id="u", message_seq=0, user=None)
+    with mock.patch.object(composer, "links_bridges_for", return_value=[]):
+        ctx = context_compose(tenant=SimpleNamespace(pk="t"), session=session, new_input="hello", budget=4000,
+                              buffer=Buffer(session_id="s"), system_prompt="Be brief.", profile=entries,
+                              memories=mems)
+    profile_text, profile_tokens, shown = composer.profile_section_render(entries, limit_tokens=profile_budget(4000))
+    section = composer.memory_section_text(mems, profile_text)
+    assert shown == entries and profile_tokens == ctx.breakdown["profile"]
+    assert ctx.messages[0]["content"].endswith(section)
+    assert section.index("Standing profile") < section.index("Prefers aisle seats") < section.index("Lisbon")
+    assert composer.memory_section_text([], "") == ""
