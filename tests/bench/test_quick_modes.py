@@ -25,7 +25,10 @@ REPO = Path(__file__).resolve().parents[2]
 BENCHES = sorted(p.name for p in (REPO / "bench").glob("*.py"))
 # What each quick run must print: its figures, as numbers.
 FIGURES = {
-    "answers.py": [r'"continuum": \{\s*"token_f1": [\d.]+', r'"evidence": \{\s*"token_f1": [\d.]+'],
+    "answers.py": [r"answers, locomo set .*: 4 questions", r"answers, product set .*: 4 questions",
+                   r"\ncontinuum\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\n",
+                   r"\noracle \(evidence turns\)\s+[\d.]+\s+[\d.]+\s+[\d.]+",
+                   r"F1 continuum/oracle (?:[\d.]+|n/a), F1 continuum/dense (?:[\d.]+|n/a)"],
     "buffer.py": [r"\n\s+10\s+[\d.]+ms\s+[\d.]+ms", r"at \d+ turns: composed \d+ tokens vs transcript \d+"],
     "bulk_import.py": [r"bulk import figure: 48 messages in [\d.]+ s \([\d.]+ messages/s"],
     "extraction.py": [r'"rules": \{[^}]*"gold_recall": [\d.]+'],
