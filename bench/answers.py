@@ -191,7 +191,7 @@ def is_task_probe(question: str) -> bool:
 
 def stratified_sample(pool: list, n: int, seed: int, key) -> list:
     """n items of the pool, each stratum (key) getting its share in proportion to its size (largest remainders),
-    at least one each while n allows; seeded, in stratum order."""
+    at least one each while n allows; seeded per stratum, in stratum order."""
     strata: dict[str, list] = {}
     for item in pool:
         strata.setdefault(key(item), []).append(item)
@@ -207,8 +207,9 @@ def stratified_sample(pool: list, n: int, seed: int, key) -> list:
             if not quota[s]:
                 quota[max(names, key=lambda t: quota[t])] -= 1
                 quota[s] = 1
-    rng = random.Random(seed)
-    return [item for s in names for item in rng.sample(strata[s], quota[s])]
+    # A generator per stratum, so a stratum's draws do not depend on the others' quotas: a larger n keeps the
+    # questions a smaller one drew wherever a stratum's quota grows.
+    return [item for s in names for item in random.Random(f"{seed}:{s}").sample(strata[s], quota[s])]
 
 
 class Conversation:
