@@ -174,7 +174,9 @@ def test_session_context_starts_a_returning_user_with_the_bridge_and_memories(mc
     assert ctx["total_tokens"] <= ctx["budget"] == 2000
     assert [b["session_id"] for b in ctx["bridges"]] == [str(closed.pk)]
     assert bridge.text in ctx["messages"][0]["content"]  # the system message carries the bridge
-    assert str(airport.pk) in [m["memory_id"] for m in ctx["memories"]]
+    # A stated fact is in the standing profile, shown once (retrieval does not repeat it)
+    assert str(airport.pk) in [m["memory_id"] for m in ctx["memories"] + ctx["profile"]]
+    assert airport.text in ctx["messages"][0]["content"]
     assert ctx["messages"][-1] == {"role": "user", "content": "Find me a flight home from my airport"}
     assert ctx["breakdown"]["bridge"] > 0 and ctx["memory_status"] == "ok"
 
