@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "context",
     "orchestration",
     "assistant",
+    "backoffice",  # the staff admin's pages that read across apps: above every app they show
 ]
 
 MIDDLEWARE = [
