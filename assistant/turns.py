@@ -11,6 +11,7 @@ from django.conf import settings
 from context.buffer import buffer_record_tool
 from infra.errors import LLMNotConfigured, ValidationFailed
 from infra.llm import llm_configured, llm_priority
+from infra.llm_chat import OpenAIChatModel
 from infra.quotas import input_tokens_check, quota_charge_tokens
 from infra.tokens import truncate_to_tokens
 from memory.profile import profile_render
@@ -22,7 +23,8 @@ from sessions.services import NewMessage
 
 from .client_tools import ClientTools, Toolset, toolset_for_turn
 from .grounding import Grounding
-from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, react_run
+from .loop_types import ChatModel, LoopResult
+from .react import LoopLimits, react_run
 from .tool_results import ToolResults, as_new_message, as_openai, exchange_messages, open_turn_of, results_for
 from .tools import ToolContext, outcome_summary, tool_actions, tool_definitions, tool_execute
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from assistant.react import history_problems
+from assistant.history import history_problems
 from sessions.models import Message
 
 from .scripted_llm import answer, call, tool_step
