@@ -22,8 +22,8 @@ from django.db import connections
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from infra.errors import AppError, LLMNotConfigured, NotFound, PayloadTooLarge, ServiceUnavailable
-from infra.llm import llm_configured
+from infra.errors import AppError, NotFound, PayloadTooLarge, ServiceUnavailable
+from infra.llm import llm_required
 from sessions.selectors import access_session
 from tenants.authentication import tenant_from_api_key
 
@@ -84,9 +84,7 @@ def _prepare(request, tenant, chat: ChatRequest, *, previous_session=None):
             session_id = previous_session.pk  # a closed one: the user's conversation goes on in a new session
     if session_id is not None:
         chat_session_check(tenant=tenant, external_id=external_id, session_id=session_id)
-    if not llm_configured():
-        raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL); use the memory-service "
-                               "endpoints (messages, context) with your own model.")
+    llm_required()
     user = chat_user_resolve(tenant=tenant, external_id=external_id)
     session = chat_session_resolve(tenant=tenant, user=user, session_id=session_id)
     if not chat.user_input:  # tool outputs for the previous response: its turn's input is the session's

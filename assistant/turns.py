@@ -9,8 +9,8 @@ from typing import Callable
 from django.conf import settings
 
 from context.buffer import buffer_record_tool
-from infra.errors import LLMNotConfigured, ValidationFailed
-from infra.llm import llm_configured, llm_priority
+from infra.errors import ValidationFailed
+from infra.llm import llm_priority, llm_required
 from infra.llm_chat import OpenAIChatModel
 from infra.quotas import input_tokens_check, quota_charge_tokens
 from infra.tokens import truncate_to_tokens
@@ -131,9 +131,7 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     `client_tools`: the client's own tools, offered beside the memory tools; a call of one ends the turn with it
     (TurnResult.pending_calls). `tool_results`: their results, continuing the turn whose input is `user_input`.
     """
-    if not llm_configured():
-        raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL); the memory-service "
-                               "endpoints (messages, context) work without one.")
+    llm_required()
     text = _check_input(tenant=tenant, text=user_input)
     toolset = toolset_for_turn(tool_definitions(), client_tools)
     options = dict(model_options or {})

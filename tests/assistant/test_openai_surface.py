@@ -318,6 +318,23 @@ def test_without_an_llm_bad_requests_get_their_4xx_first(client, alice, body, he
     assert not EndUser.objects.unscoped().filter(tenant=alice).exists()  # nothing created
 
 
+def test_without_an_llm_every_surface_says_so_in_the_same_words(client, alice, alice_client, alice_session):
+    from assistant.turns import turn_run
+    from infra.errors import LLMNotConfigured
+    from infra.llm import llm_required
+
+    with pytest.raises(LLMNotConfigured) as raised:
+        llm_required()
+    with pytest.raises(LLMNotConfigured) as in_turn:
+        turn_run(tenant=alice, session=alice_session, user_input="hi")
+    rest = alice_client.post(f"/api/v1/sessions/{alice_session.id}/turns", {"input": "hi"}, format="json")
+    surface = post(client, alice, GOOD)
+    assert rest.status_code == surface.status_code == 503
+    assert {raised.value.message, in_turn.value.message, rest.json()["error"]["message"],
+            surface.json()["error"]["message"]} == {raised.value.message}
+    assert "LLM_BASE_URL" in raised.value.message
+
+
 def test_without_an_llm_another_users_or_a_closed_session_is_refused_first(client, alice, alice_session, alice_user):
     from sessions.services import session_close
 
