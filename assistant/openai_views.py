@@ -2,7 +2,8 @@
 GET /v1/models and /v1/models/{id}.
 
 Plain async Django views rather than DRF, because this surface speaks OpenAI's error shape and streams under ASGI.
-The turn runs in a worker thread; a client that disconnects cancels the stream, which stops the model.
+The turn runs on one of ASSISTANT_TURN_THREADS threads (a burst beyond them queues); a client that disconnects
+cancels the stream, which stops the model.
 """
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import logging
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import redis
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import connections
 from django.http import JsonResponse, StreamingHttpResponse
@@ -94,15 +97,24 @@ def _prepare(request, tenant, chat: ChatRequest, *, previous_session=None):
     return session, earlier
 
 
+@functools.lru_cache(maxsize=1)
+def _turn_threads(size: int) -> ThreadPoolExecutor:
+    """The threads chat turns run on. A turn blocks its thread on the model for up to ASSISTANT_WALL_CLOCK_SECONDS,
+    so a burst of requests takes at most `size` threads and queues the rest, rather than a thread each."""
+    return ThreadPoolExecutor(max_workers=size, thread_name_prefix="chat-turn")
+
+
 def _start_turn(*, tenant, session, chat: ChatRequest, earlier, loop, queue: asyncio.Queue,
                 stream: bool) -> threading.Event:
-    """Run the turn in its own thread (it blocks on the model); events come back through the queue."""
+    """Run the turn on a turn thread (it blocks on the model); events come back through the queue."""
     cancel = threading.Event()
 
     def post(kind, payload=None):
         loop.call_soon_threadsafe(queue.put_nowait, (kind, payload))
 
     def target():
+        if cancel.is_set():  # the client left while the turn waited for a thread: nothing is recorded
+            return
         try:
             result = turn_run(tenant=tenant, session=session, user_input=chat.user_input, earlier=earlier,
                               client_system=chat.client_system, model_options=chat.options,
@@ -121,7 +133,7 @@ def _start_turn(*, tenant, session, chat: ChatRequest, earlier, loop, queue: asy
         finally:
             connections.close_all()  # this thread's own connections; the request's are Django's to close
 
-    threading.Thread(target=target, name=f"turn-{session.pk}", daemon=True).start()
+    _turn_threads(max(1, settings.ASSISTANT_TURN_THREADS)).submit(target)
     return cancel
 
 
