@@ -12,7 +12,7 @@ from django.db.models.functions import MD5
 
 from infra.errors import Conflict, NotFound
 from infra.secrets import secrets_redact
-from orchestration.sessions import session_start
+from orchestration.sessions import session_open
 from sessions.models import Message, Session
 from sessions.selectors import access_session, session_open_for_user
 from sessions.services import NewMessage
@@ -55,7 +55,7 @@ def chat_session_resolve(*, tenant: Tenant, user: EndUser, session_id: uuid.UUID
         current = session_open_for_user(tenant=tenant, user=user)
         if current is not None:
             return current
-        session, _ = session_start(tenant=tenant, user=user)
+        session, _ = session_open(tenant=tenant, user=user)
         return session
 
 

@@ -148,11 +148,11 @@ class SessionAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmi
 
     @admin.action(description="Close selected sessions", permissions=["change"])
     def close_sessions(self, request, queryset):
-        from orchestration.sessions import session_end
+        from orchestration.sessions import session_close
 
         closed = 0
         for session in queryset.filter(state=Session.State.OPEN).select_related("tenant"):
-            session_end(tenant=session.tenant, session_id=session.pk, reason="admin")
+            session_close(tenant=session.tenant, session_id=session.pk, reason="admin")
             closed += 1
         self.message_user(request, f"Closed {closed} session(s).", messages.SUCCESS)
 

@@ -192,7 +192,7 @@ def test_a_queued_turn_whose_client_left_records_nothing(server, llm, alice, set
 
 
 def test_session_resolution_reuses_the_open_session_then_bridges_to_a_new_one(server, llm, alice):
-    from orchestration.sessions import session_end
+    from orchestration.sessions import session_close
 
     llm.then = answer("ok")
     client = client_for(server, alice)
@@ -204,7 +204,7 @@ def test_session_resolution_reuses_the_open_session_then_bridges_to_a_new_one(se
     first = ask("one").headers["X-Session-Id"]
     assert ask("two").headers["X-Session-Id"] == first
     assert ask("three", **{"X-Session-Id": first}).headers["X-Session-Id"] == first
-    session_end(tenant=alice, session_id=first)
+    session_close(tenant=alice, session_id=first)
     fresh = ask("four").headers["X-Session-Id"]
     assert fresh != first
     assert str(Session.objects.unscoped().get(pk=fresh).previous_id) == first
@@ -232,7 +232,7 @@ def test_earlier_turns_are_imported_once(server, llm, alice):
 
 
 def test_repeated_short_replies_are_turns_of_their_own_and_a_resend_imports_nothing_twice(server, llm, alice):
-    from sessions.services import session_close
+    from orchestration.sessions import session_close
 
     llm.then = lambda body: answer(f"answer {len(llm.requests)}")
     client = client_for(server, alice)
@@ -409,7 +409,7 @@ def test_without_an_llm_every_surface_says_so_in_the_same_words(client, alice, a
 
 
 def test_without_an_llm_another_users_or_a_closed_session_is_refused_first(client, alice, alice_session, alice_user):
-    from sessions.services import session_close
+    from orchestration.sessions import session_close
 
     sid = {"HTTP_X_SESSION_ID": str(alice_session.id)}
     assert_openai_error(post(client, alice, GOOD, **sid), 404, "not_found")
