@@ -288,7 +288,7 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
                 turns_around: TurnsAround) -> dict[str, list[tuple[str, str]]]:
     """For each memory's source message: [(message_id, rendered turn)] of the turns just before and after it.
 
-    Messages are stored with their secrets already cut out (`messages_append` is their only writer, and the golden
+    Messages are stored with their secrets already cut out (`message_rows_append` is their only writer, and the golden
     set test reads the tables back), so they are shown as stored.
     """
     sources = {r["source_message_id"]: r["id"] for r in rows if r["source_message_id"]}

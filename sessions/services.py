@@ -1,7 +1,9 @@
-"""Writes for sessions and messages: open, close, append, in the database only.
+"""Row writes for sessions and messages: open, close, append, in the database only (`session_row_*`,
+`message_rows_*`).
 
-What follows a write in other stores (the buffer, links, extraction, the bridge) is the orchestration layer's
-(orchestration/messages.py, orchestration/sessions.py): these functions return what they changed so it can.
+Callers use the flows of the same operations, which also do what follows a write in other stores (the buffer,
+links, extraction, the bridge): orchestration/sessions.py `session_open`, `session_close`, and
+orchestration/messages.py `messages_append`. These functions return what they changed so the flows can.
 """
 from __future__ import annotations
 
@@ -45,8 +47,8 @@ class SessionOpened:
     closed: list[Session] = field(default_factory=list)  # sessions this open closed (the tenant's open policy)
 
 
-def session_open(*, tenant: Tenant, user: EndUser, title: str = "", external_id: str | None = None,
-                 opened_at: datetime | None = None) -> SessionOpened:
+def session_row_open(*, tenant: Tenant, user: EndUser, title: str = "", external_id: str | None = None,
+                     opened_at: datetime | None = None) -> SessionOpened:
     """Open a session for the user; call inside a transaction (the caller schedules what follows on commit).
 
     The tenant's open_policy decides what happens to a session the user already has open.
@@ -59,7 +61,7 @@ def session_open(*, tenant: Tenant, user: EndUser, title: str = "", external_id:
         if current is not None:
             if tenant.open_policy == Tenant.OpenPolicy.RETURN_OPEN and external_id in (None, current.external_id):
                 return SessionOpened(current, False)
-            if session_close_row(tenant=tenant, session=current, reason="superseded"):
+            if session_row_close(tenant=tenant, session=current, reason="superseded"):
                 closed.append(current)
         previous = (Session.objects.for_tenant(tenant).filter(user=user).order_by("-opened_at").first())
         ts = opened_at or clock.now()
@@ -73,8 +75,8 @@ def session_open(*, tenant: Tenant, user: EndUser, title: str = "", external_id:
     return SessionOpened(session, True, closed)
 
 
-def session_open_imported(*, tenant: Tenant, user: EndUser, opened_at: datetime, title: str = "",
-                          external_id: str | None = None) -> Session:
+def session_row_open_imported(*, tenant: Tenant, user: EndUser, opened_at: datetime, title: str = "",
+                              external_id: str | None = None) -> Session:
     """Open a session of imported history; call inside the transaction that appends its messages and closes it.
 
     The tenant's open policy is not applied: an import must neither close nor return the session the user has
@@ -92,24 +94,15 @@ def session_open_imported(*, tenant: Tenant, user: EndUser, opened_at: datetime,
                        code="session_exists")
 
 
-def session_close_row(*, tenant: Tenant, session: Session, reason: str, closed_at: datetime | None = None) -> bool:
-    """Flip open→closed with a conditional UPDATE; True for the one caller that closed it."""
+def session_row_close(*, tenant: Tenant, session: Session, reason: str, closed_at: datetime | None = None) -> bool:
+    """Flip open→closed with a conditional UPDATE (closing a closed session changes nothing); True for the one caller
+    that closed it."""
     return bool(Session.objects.for_tenant(tenant).filter(pk=session.pk, state=Session.State.OPEN).update(
         state=Session.State.CLOSED, closed_at=closed_at or clock.now(), close_reason=reason))
 
 
-def session_close(*, tenant: Tenant, session_id, reason: str = "api",
-                  closed_at: datetime | None = None) -> tuple[Session, bool]:
-    """Idempotent: closing a closed session returns it unchanged. Returns (session, closed by this call)."""
-    with transaction.atomic():
-        session = access_session(tenant=tenant, session_id=session_id)
-        won = session_close_row(tenant=tenant, session=session, reason=reason, closed_at=closed_at)
-    session.refresh_from_db()
-    return session, won
-
-
-def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage],
-                    pending_roles: Collection[str] = ()) -> list[Message]:
+def message_rows_append(*, tenant: Tenant, session_id, items: list[NewMessage],
+                        pending_roles: Collection[str] = ()) -> list[Message]:
     """Append messages atomically: one bad item (duplicate external id, closed session) stores nothing.
 
     Messages of `pending_roles` are stored waiting for extraction (extracted_at empty); the others are stored

@@ -14,10 +14,10 @@ from django.db import transaction
 
 from memory.actions import memory_create
 from memory.sources import SourceMessage
-from orchestration.messages import messages_record
+from orchestration.messages import messages_append
 from orchestration.models import ContextReceipt, ContextReceiptItem
 from orchestration.receipts import receipts_purge, receipts_wait
-from orchestration.sessions import session_start
+from orchestration.sessions import session_open
 from sessions.services import NewMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,15 +34,15 @@ def eager(settings):
 @pytest.fixture
 def remembered(alice, alice_user):
     """An earlier session whose messages are the sources of a dozen memories about one trip."""
-    earlier, _ = session_start(tenant=alice, user=alice_user, title="trip planning")
-    messages = messages_record(tenant=alice, session_id=earlier.pk, enqueue_extraction=False, items=[
+    earlier, _ = session_open(tenant=alice, user=alice_user, title="trip planning")
+    messages = messages_append(tenant=alice, session_id=earlier.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content=f"For the Alps hike I packed {t} and checked them twice.") for t in TOPICS])
     records = [memory_create(tenant=alice, user=alice_user, kind="fact", session_id=earlier.pk,
                              text=f"For the Alps hike Ada packed {t} and checked them twice.",
                              source=SourceMessage(id=str(m.pk), session_id=str(earlier.pk), created_at=m.created_at))
                for t, m in zip(TOPICS, messages)]
     # The session asked about; opening it closes the earlier one, whose finishing work is queued, not run here.
-    current, _ = session_start(tenant=alice, user=alice_user)
+    current, _ = session_open(tenant=alice, user=alice_user)
     return {"records": records, "messages": {str(r.pk): str(m.pk) for r, m in zip(records, messages)},
             "session": current}
 

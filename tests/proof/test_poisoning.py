@@ -39,13 +39,13 @@ DETECTED_WITH_PAYLOAD_KEPT = 4
 
 def _record(tenant, user, texts, *, start=T0):
     from sessions.services import NewMessage
-    from orchestration.sessions import session_start
-    from orchestration.messages import messages_record
+    from orchestration.sessions import session_open
+    from orchestration.messages import messages_append
 
-    session, _ = session_start(tenant=tenant, user=user, opened_at=start)
+    session, _ = session_open(tenant=tenant, user=user, opened_at=start)
     items = [NewMessage(role="user", content=t, created_at=start + timedelta(seconds=30 * i))
              for i, t in enumerate(texts)]
-    return session, messages_record(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
+    return session, messages_append(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
 
 
 def _memories_from(message):
@@ -145,11 +145,11 @@ def test_retrieved_memories_are_rendered_only_inside_the_data_block(alice, alice
     """Memories are planted directly (as if a filter had missed them), then composed into a turn's context."""
     from memory.actions import memory_create
     from orchestration.context import turn_context
-    from orchestration.sessions import session_start
+    from orchestration.sessions import session_open
 
     for text in HOSTILE_MEMORIES:
         memory_create(tenant=alice, user=alice_user, kind="fact", text=text, confidence=0.9)
-    session, _ = session_start(tenant=alice, user=alice_user)
+    session, _ = session_open(tenant=alice, user=alice_user)
     ctx = turn_context(tenant=alice, session=session, new_input="What do you remember about Porto?")
     assert ctx.memory_status == "ok"
     # Stated facts are the user's standing profile too: what the profile shows, retrieval does not show again.

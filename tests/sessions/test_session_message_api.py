@@ -220,11 +220,11 @@ def test_recording_a_message_takes_one_transaction_without_savepoints(alice, ali
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from orchestration.messages import messages_record
+    from orchestration.messages import messages_append
     from sessions.services import NewMessage
 
     with CaptureQueriesContext(connection) as queries:
-        rows = messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
+        rows = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
                                items=[NewMessage(role="user", content="I prefer aisle seats.")])
     statements = [q["sql"].split()[0].upper() for q in queries.captured_queries]
     assert rows and "SAVEPOINT" not in statements and "RELEASE" not in statements, statements
