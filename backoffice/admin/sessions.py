@@ -11,7 +11,7 @@ from django.utils.html import format_html
 
 from assistant.tools import outcome_summary
 from context.bridge_support import bridge_support
-from orchestration.sessions import session_end
+from orchestration.sessions import session_close
 from orchestration.transcript import transcript_memories, transcript_select
 from sessions.admin import SessionUserFilter
 from sessions.models import Message, Session, SessionLink, SummaryAnchor
@@ -150,7 +150,7 @@ class SessionAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmi
     def close_sessions(self, request, queryset):
         closed = 0
         for session in queryset.filter(state=Session.State.OPEN).select_related("tenant"):
-            session_end(tenant=session.tenant, session_id=session.pk, reason="admin")
+            session_close(tenant=session.tenant, session_id=session.pk, reason="admin")
             closed += 1
         self.message_user(request, f"Closed {closed} session(s).", messages.SUCCESS)
 
