@@ -7,8 +7,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from infra.errors import Conflict, LLMNotConfigured
-from infra.llm import llm_configured
+from infra.errors import Conflict
+from infra.llm import llm_required
 from infra.openapi import ErrorBody
 from infra.serializer_fields import StrictCharField
 from memory.apis.serializers import RetrievedMemoryOutput
@@ -81,9 +81,7 @@ class TurnCreateApi(APIView):
         session = access_session(tenant=tenant, session_id=session_id)
         data = self.Input(data=request.data)
         data.is_valid(raise_exception=True)
-        if not llm_configured():
-            raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL); use the memory-service "
-                                   "endpoints (messages, context) with your own model.")
+        llm_required()
         if session.state != Session.State.OPEN:
             raise Conflict("Session is closed; open a new one.", code="session_closed")
         result = turn_run(tenant=tenant, session=session, user_input=data.validated_data["input"],

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from infra.errors import NotFound
 
 from .client_tools import client_function, client_tools_build
-from .openai_compat import (
+from .openai_bodies import continuum_extension
+from .openai_requests import (
     ChatRequest,
-    continuum_extension,
     conversation_parse,
     invalid,
     model_options_parse,

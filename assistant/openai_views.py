@@ -2,7 +2,8 @@
 GET /v1/models and /v1/models/{id}.
 
 Plain async Django views rather than DRF, because this surface speaks OpenAI's error shape and streams under ASGI.
-The turn runs in a worker thread; a client that disconnects cancels the stream, which stops the model.
+The turn runs on one of ASSISTANT_TURN_THREADS threads (a burst beyond them queues); a client that disconnects
+cancels the stream, which stops the model.
 """
 from __future__ import annotations
 
@@ -14,21 +15,39 @@ import logging
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import redis
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import connections
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from infra.errors import AppError, LLMNotConfigured, NotFound, PayloadTooLarge, ServiceUnavailable
-from infra.llm import llm_configured
+from infra.errors import AppError, NotFound, PayloadTooLarge, ServiceUnavailable
+from infra.llm import llm_required
 from sessions.selectors import access_session
 from tenants.authentication import tenant_from_api_key
 
-from . import openai_compat as compat
 from . import openai_responses as responses
+from .openai_bodies import (
+    chunk_body,
+    completion_body,
+    completion_id,
+    error_body,
+    models_body,
+    tool_calls_delta,
+    usage_chunk,
+)
+from .openai_requests import ChatRequest, chat_request_parse, chat_user_name, session_header_parse
+from .openai_sessions import (
+    chat_earlier_missing,
+    chat_session_check,
+    chat_session_resolve,
+    chat_user_resolve,
+    open_turn_input,
+)
 from .turns import turn_run
 
 log = logging.getLogger(__name__)
@@ -38,7 +57,7 @@ _STORE_DOWN = ServiceUnavailable("Session store is unavailable; retry shortly.",
 
 
 def _error(exc: AppError) -> JsonResponse:
-    response = JsonResponse(compat.error_body(exc), status=exc.status)
+    response = JsonResponse(error_body(exc), status=exc.status)
     for name, value in exc.headers.items():
         response[name] = value
     if exc.status == 401:
@@ -50,7 +69,7 @@ def _authenticate(request):
     return tenant_from_api_key(request.headers.get("Authorization", ""))
 
 
-def _prepare(request, tenant, chat: compat.ChatRequest, *, previous_session=None):
+def _prepare(request, tenant, chat: ChatRequest, *, previous_session=None):
     """Everything that touches the database before the turn: who, which session, which turns to import.
 
     The request, its user and its session are checked (4xx with a reason) before anything is created and before
@@ -59,36 +78,43 @@ def _prepare(request, tenant, chat: compat.ChatRequest, *, previous_session=None
     header_user = request.headers.get("X-User-Id")
     if previous_session is not None and not (chat.user or (header_user or "").strip()):
         header_user = previous_session.user.external_id
-    external_id = compat.chat_user_name(body_user=chat.user, header_user=header_user)
-    session_id = compat.session_header_parse(request.headers.get("X-Session-Id"))
+    external_id = chat_user_name(body_user=chat.user, header_user=header_user)
+    session_id = session_header_parse(request.headers.get("X-Session-Id"))
     if previous_session is not None:
         if previous_session.user.external_id != external_id:
             raise NotFound("Previous response not found.")  # the same answer as for a missing one
         if session_id is None and previous_session.state == previous_session.State.OPEN:
             session_id = previous_session.pk  # a closed one: the user's conversation goes on in a new session
     if session_id is not None:
-        compat.chat_session_check(tenant=tenant, external_id=external_id, session_id=session_id)
-    if not llm_configured():
-        raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL); use the memory-service "
-                               "endpoints (messages, context) with your own model.")
-    user = compat.chat_user_resolve(tenant=tenant, external_id=external_id)
-    session = compat.chat_session_resolve(tenant=tenant, user=user, session_id=session_id)
+        chat_session_check(tenant=tenant, external_id=external_id, session_id=session_id)
+    llm_required()
+    user = chat_user_resolve(tenant=tenant, external_id=external_id)
+    session = chat_session_resolve(tenant=tenant, user=user, session_id=session_id)
     if not chat.user_input:  # tool outputs for the previous response: its turn's input is the session's
-        chat.user_input = compat.open_turn_input(tenant=tenant, session=session)
-    earlier = compat.chat_earlier_missing(tenant=tenant, session=session, earlier=chat.earlier,
+        chat.user_input = open_turn_input(tenant=tenant, session=session)
+    earlier = chat_earlier_missing(tenant=tenant, session=session, earlier=chat.earlier,
                                           user_input=chat.user_input)
     return session, earlier
 
 
-def _start_turn(*, tenant, session, chat: compat.ChatRequest, earlier, loop, queue: asyncio.Queue,
+@functools.lru_cache(maxsize=1)
+def _turn_threads(size: int) -> ThreadPoolExecutor:
+    """The threads chat turns run on. A turn blocks its thread on the model for up to ASSISTANT_WALL_CLOCK_SECONDS,
+    so a burst of requests takes at most `size` threads and queues the rest, rather than a thread each."""
+    return ThreadPoolExecutor(max_workers=size, thread_name_prefix="chat-turn")
+
+
+def _start_turn(*, tenant, session, chat: ChatRequest, earlier, loop, queue: asyncio.Queue,
                 stream: bool) -> threading.Event:
-    """Run the turn in its own thread (it blocks on the model); events come back through the queue."""
+    """Run the turn on a turn thread (it blocks on the model); events come back through the queue."""
     cancel = threading.Event()
 
     def post(kind, payload=None):
         loop.call_soon_threadsafe(queue.put_nowait, (kind, payload))
 
     def target():
+        if cancel.is_set():  # the client left while the turn waited for a thread: nothing is recorded
+            return
         try:
             result = turn_run(tenant=tenant, session=session, user_input=chat.user_input, earlier=earlier,
                               client_system=chat.client_system, model_options=chat.options,
@@ -107,7 +133,7 @@ def _start_turn(*, tenant, session, chat: compat.ChatRequest, earlier, loop, que
         finally:
             connections.close_all()  # this thread's own connections; the request's are Django's to close
 
-    threading.Thread(target=target, name=f"turn-{session.pk}", daemon=True).start()
+    _turn_threads(max(1, settings.ASSISTANT_TURN_THREADS)).submit(target)
     return cancel
 
 
@@ -121,7 +147,7 @@ async def _event_stream(*, tenant, session, chat, earlier, cid: str):
     created = int(time.time())
     cancel = _start_turn(tenant=tenant, session=session, chat=chat, earlier=earlier, loop=loop, queue=queue,
                          stream=True)
-    chunk = functools.partial(compat.chunk_body, cid=cid, created=created, model=chat.model,
+    chunk = functools.partial(chunk_body, cid=cid, created=created, model=chat.model,
                               include_usage=chat.include_usage)
     try:
         yield _sse(chunk(delta={"role": "assistant", "content": ""}))
@@ -135,13 +161,13 @@ async def _event_stream(*, tenant, session, chat, earlier, cid: str):
                 yield _sse(chunk(delta={"content": payload}))
             elif kind == "done":
                 if payload.pending_calls:
-                    yield _sse(chunk(delta=compat.tool_calls_delta(payload.pending_calls)))
+                    yield _sse(chunk(delta=tool_calls_delta(payload.pending_calls)))
                 yield _sse(chunk(delta={}, finish_reason=payload.finish_reason, result=payload))
                 if chat.include_usage:
-                    yield _sse(compat.usage_chunk(cid=cid, created=created, model=chat.model, result=payload))
+                    yield _sse(usage_chunk(cid=cid, created=created, model=chat.model, result=payload))
                 break
             else:
-                yield _sse(compat.error_body(payload))
+                yield _sse(error_body(payload))
                 break
         yield "data: [DONE]\n\n"
     finally:
@@ -171,11 +197,11 @@ async def _accept(request, parse, prepare):
 
 @csrf_exempt
 async def chat_completions(request):
-    accepted = await _accept(request, compat.chat_request_parse, _prepare)
+    accepted = await _accept(request, chat_request_parse, _prepare)
     if not isinstance(accepted, tuple):
         return accepted
     chat, tenant, session, earlier = accepted
-    cid = compat.completion_id()
+    cid = completion_id()
     headers = {"X-Session-Id": str(session.pk)}
     if chat.stream:
         response = StreamingHttpResponse(_event_stream(tenant=tenant, session=session, chat=chat, earlier=earlier,
@@ -197,7 +223,7 @@ async def chat_completions(request):
         raise
     if kind == "error":
         return _error(payload)
-    response = JsonResponse(compat.completion_body(cid=cid, model=chat.model, result=payload))
+    response = JsonResponse(completion_body(cid=cid, model=chat.model, result=payload))
     for name, value in headers.items():
         response[name] = value
     return response
@@ -274,7 +300,7 @@ async def _response_events(*, tenant, session, req: responses.ResponsesRequest, 
                             response=final)
                 break
             else:
-                error = compat.error_body(payload)["error"]
+                error = error_body(payload)["error"]
                 yield event("response.failed", response=shape(status="failed", error={
                     "code": error["code"], "message": error["message"]}))
                 break
@@ -320,7 +346,7 @@ async def model_detail(request, model_id: str):
         return _error(AppError("Use GET.", code="method_not_allowed", status=405))
     try:
         tenant = await sync_to_async(_authenticate)(request)
-        model = next((m for m in compat.models_body(tenant=tenant)["data"] if m["id"] == model_id), None)
+        model = next((m for m in models_body(tenant=tenant)["data"] if m["id"] == model_id), None)
         if model is None:
             raise NotFound(f"The model '{model_id}' does not exist; GET /v1/models lists the models.",
                            code="model_not_found")
@@ -336,4 +362,4 @@ async def models(request):
         tenant = await sync_to_async(_authenticate)(request)
     except AppError as exc:
         return _error(exc)
-    return JsonResponse(compat.models_body(tenant=tenant))
+    return JsonResponse(models_body(tenant=tenant))

@@ -8,7 +8,7 @@ from sessions.models import Message, Session
 from sessions.selectors import message_list
 from sessions.services import NewMessage
 
-from .react import history_problems
+from .history import history_problems
 
 
 @dataclass(frozen=True)

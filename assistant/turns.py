@@ -9,20 +9,22 @@ from typing import Callable
 from django.conf import settings
 
 from context.buffer import buffer_record_tool
-from infra.errors import LLMNotConfigured, ValidationFailed
-from infra.llm import llm_configured, llm_priority
+from infra.errors import ValidationFailed
+from infra.llm import llm_priority, llm_required
+from infra.llm_chat import OpenAIChatModel
 from infra.quotas import input_tokens_check, quota_charge_tokens
 from infra.tokens import truncate_to_tokens
 from memory.profile import profile_render
 from orchestration.context import turn_context
-from orchestration.messages import messages_record
+from orchestration.messages import messages_append
 from sessions.models import Message, Session
 from sessions.selectors import message_list
 from sessions.services import NewMessage
 
 from .client_tools import ClientTools, Toolset, toolset_for_turn
 from .grounding import Grounding
-from .react import ChatModel, LoopLimits, LoopResult, OpenAIChatModel, react_run
+from .loop_types import ChatModel, LoopResult
+from .react import LoopLimits, react_run
 from .tool_results import ToolResults, as_new_message, as_openai, exchange_messages, open_turn_of, results_for
 from .tools import ToolContext, outcome_summary, tool_actions, tool_definitions, tool_execute
 
@@ -129,9 +131,7 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     `client_tools`: the client's own tools, offered beside the memory tools; a call of one ends the turn with it
     (TurnResult.pending_calls). `tool_results`: their results, continuing the turn whose input is `user_input`.
     """
-    if not llm_configured():
-        raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL); the memory-service "
-                               "endpoints (messages, context) work without one.")
+    llm_required()
     text = _check_input(tenant=tenant, text=user_input)
     toolset = toolset_for_turn(tool_definitions(), client_tools)
     options = dict(model_options or {})
@@ -149,7 +149,7 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
         resume = list(tool_results.exchange)
     recorded: list[Message] = []
     if earlier:
-        recorded += messages_record(tenant=tenant, session_id=session.pk, items=list(earlier))
+        recorded += messages_append(tenant=tenant, session_id=session.pk, items=list(earlier))
         # What recording them changed on the session is read back (the caller loaded it just before otherwise).
         session.refresh_from_db()
 
@@ -177,11 +177,11 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
         else:
             user_message = _recorded_input(tenant=tenant, session=session, text=text) if ctx.echoed else None
             if user_message is None:
-                user_message = messages_record(tenant=tenant, session_id=session.pk,
+                user_message = messages_append(tenant=tenant, session_id=session.pk,
                                                items=[NewMessage(role="user", content=text)])[0]
             recorded.append(user_message)
         if results or exchange:
-            rows = messages_record(tenant=tenant, session_id=session.pk, items=results or exchange)
+            rows = messages_append(tenant=tenant, session_id=session.pk, items=results or exchange)
             recorded += rows
             resume += [as_openai(r) for r in rows] if results else []
 
@@ -210,7 +210,7 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     names = {c.id: c.name for c in loop.tool_calls}
     # The loop's messages are the assistant's and the tools': what the assistant said is kept as episodic context
     # (extraction queued on commit, as for any message); tool results echo stored data back and are not read.
-    rows = messages_record(tenant=tenant, session_id=session.pk,
+    rows = messages_append(tenant=tenant, session_id=session.pk,
                            items=[as_new_message(m, names) for m in loop.messages])
     recorded += rows
     answer = next(r for r in reversed(rows) if r.role == Message.Role.ASSISTANT)

@@ -126,8 +126,8 @@ def main(argv=None) -> dict:
     from infra.redis_client import Keys, get_redis
     from infra.tokens import count_message_tokens, encoding, token_counts_clear
     from orchestration import messages as messages_mod
-    from orchestration.messages import messages_record
-    from orchestration.sessions import session_start
+    from orchestration.messages import messages_append
+    from orchestration.sessions import session_open
     from sessions.models import Message, Session
     from sessions.services import NewMessage
     from tenants.services import end_user_create, tenant_create
@@ -137,7 +137,7 @@ def main(argv=None) -> dict:
     tenant = tenant_create(name="bench-buffer", slug=f"bench-buffer-{uuid.uuid4().hex[:8]}")
 
     # Time every buffer append the service makes after its commit, with the session's turn count (wrapped where
-    # messages_record looks it up).
+    # messages_append looks it up).
     appends: list[tuple[int, float]] = []
     real_append = messages_mod.buffer_append_messages
     turn_of: dict[str, int] = {}
@@ -152,12 +152,12 @@ def main(argv=None) -> dict:
 
     def build(turns: int) -> Session:
         user = end_user_create(tenant=tenant, external_id=f"u-{uuid.uuid4().hex[:10]}")
-        session, _ = session_start(tenant=tenant, user=user)
+        session, _ = session_open(tenant=tenant, user=user)
         for t in range(1, turns + 1):
             turn_of[str(session.pk)] = t
-            messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+            messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
                             items=[NewMessage(role="user", content=_fill(rnd.choice(USER), rnd))])
-            messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+            messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
                             items=[NewMessage(role="assistant", content=_fill(rnd.choice(ASSISTANT), rnd))])
         session.refresh_from_db()
         return session

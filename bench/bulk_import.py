@@ -133,7 +133,7 @@ class Live:
         from django.db import connection
 
         from orchestration.context import turn_context
-        from orchestration.messages import messages_record
+        from orchestration.messages import messages_append
         from sessions.models import Message
         from sessions.services import NewMessage
 
@@ -148,7 +148,7 @@ class Live:
                 now = time.monotonic()
                 if now - last_message >= 2.0:
                     last_message, n = now, n + 1
-                    row = messages_record(tenant=self.tenant, session_id=self.session.pk, items=[NewMessage(
+                    row = messages_append(tenant=self.tenant, session_id=self.session.pk, items=[NewMessage(
                         role="user", content=f"{LIVE_FACTS[n % len(LIVE_FACTS)]} (note {n})")])[0]
                     self.pending.append((phase, str(row.pk), time.monotonic()))
                 done = set(Message.objects.for_tenant(self.tenant).filter(
@@ -174,8 +174,8 @@ def main(argv=None) -> dict:
     from config.embedded_worker import start_embedded_worker
     from infra.embedder import get_embedder
     from orchestration.imports import import_job_create, imports_backlog_pending
-    from orchestration.messages import message_extract, messages_record
-    from orchestration.sessions import session_start
+    from orchestration.messages import message_extract, messages_append
+    from orchestration.sessions import session_open
     from sessions.models import ImportJob
     from sessions.services import NewMessage
     from tenants.services import end_user_create, tenant_create
@@ -191,12 +191,12 @@ def main(argv=None) -> dict:
                            memory_ttl_days={"event": None, "goal": None})
     live_user = end_user_create(tenant=tenant, external_id="live", display_name="Lena")
     importer = end_user_create(tenant=tenant, external_id="imported", display_name="Caroline")
-    session, _ = session_start(tenant=tenant, user=live_user, title="live")
+    session, _ = session_open(tenant=tenant, user=live_user, title="live")
     for fact in LIVE_FACTS:
-        row = messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+        row = messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
                               items=[NewMessage(role="user", content=fact)])[0]
         message_extract(tenant_id=tenant.pk, message_id=row.pk)
-    session, _ = session_start(tenant=tenant, user=live_user, title="live, now")  # memories from another session
+    session, _ = session_open(tenant=tenant, user=live_user, title="live, now")  # memories from another session
     live = Live(tenant, session, args.every_ms)
     thread = threading.Thread(target=live.run, name="live-user", daemon=True)
     thread.start()

@@ -64,8 +64,8 @@ def _args(argv=None):
 
 def _import(sample: dict, tenant, sessions: int) -> dict:
     """The first sessions of one conversation through the service (as bench/locomo.import_sample), each closed."""
-    from orchestration.messages import message_extract, messages_pending_extraction, messages_record
-    from orchestration.sessions import session_end, session_start
+    from orchestration.messages import message_extract, messages_append, messages_pending_extraction
+    from orchestration.sessions import session_close, session_open
     from sessions.services import NewMessage
     from tenants.services import end_user_create
 
@@ -75,14 +75,14 @@ def _import(sample: dict, tenant, sessions: int) -> dict:
     opened = {}
     for number, started, turns in locomo.sessions_of(conv)[:sessions]:
         for name, user in users.items():
-            session, _ = session_start(tenant=tenant, user=user, external_id=f"{sample['sample_id']}:{number}",
+            session, _ = session_open(tenant=tenant, user=user, external_id=f"{sample['sample_id']}:{number}",
                                       opened_at=started)
             items = [NewMessage(role="user" if t["speaker"] == name else "assistant",
                                 name="" if t["speaker"] == name else t["speaker"], content=locomo.turn_content(t),
                                 external_id=t["dia_id"], created_at=started + timedelta(seconds=30 * i))
                      for i, t in enumerate(turns)]
-            messages_record(tenant=tenant, session_id=session.pk, items=items)
-            session_end(tenant=tenant, session_id=session.pk, reason="import",
+            messages_append(tenant=tenant, session_id=session.pk, items=items)
+            session_close(tenant=tenant, session_id=session.pk, reason="import",
                           closed_at=started + timedelta(seconds=30 * len(turns)))
             for mid in messages_pending_extraction(tenant_id=tenant.pk, session_id=session.pk, limit=10_000):
                 message_extract(tenant_id=tenant.pk, message_id=mid)

@@ -170,8 +170,8 @@ def import_sample(sample: dict, tenant, shape: str = "two-users") -> dict:
     shape "two-users": each speaker is an end user with a session per dataset session (their turns are the user's,
     the other's are the assistant's). shape "assistant": the product's own shape, one end user (the first speaker)
     and the other speaker as the assistant, one session per dataset session."""
-    from orchestration.messages import message_extract, messages_pending_extraction, messages_record
-    from orchestration.sessions import session_end, session_start
+    from orchestration.messages import message_extract, messages_append, messages_pending_extraction
+    from orchestration.sessions import session_close, session_open
     from sessions.services import NewMessage
     from tenants.services import end_user_create
 
@@ -181,15 +181,15 @@ def import_sample(sample: dict, tenant, shape: str = "two-users") -> dict:
              for name in speakers}
     for number, started, turns in sessions_of(conv):
         for name, user in users.items():
-            session, _ = session_start(tenant=tenant, user=user, external_id=f"{sample['sample_id']}:{number}",
-                                       opened_at=started)
+            session, _ = session_open(tenant=tenant, user=user, external_id=f"{sample['sample_id']}:{number}",
+                                      opened_at=started)
             items = [NewMessage(role="user" if t["speaker"] == name else "assistant",
                                 name="" if t["speaker"] == name else t["speaker"], content=turn_content(t),
                                 external_id=t["dia_id"], created_at=started + timedelta(seconds=30 * i))
                      for i, t in enumerate(turns)]
-            messages_record(tenant=tenant, session_id=session.pk, items=items)  # extraction enqueued (eager)
-            session_end(tenant=tenant, session_id=session.pk, reason="import",
-                        closed_at=started + timedelta(seconds=30 * len(turns)))
+            messages_append(tenant=tenant, session_id=session.pk, items=items)  # extraction enqueued (eager)
+            session_close(tenant=tenant, session_id=session.pk, reason="import",
+                          closed_at=started + timedelta(seconds=30 * len(turns)))
             for mid in messages_pending_extraction(tenant_id=tenant.pk, session_id=session.pk, limit=10_000):
                 message_extract(tenant_id=tenant.pk, message_id=mid)  # anything the eager queue left behind
     return users

@@ -77,20 +77,20 @@ def main(argv=None) -> dict:
     from memory.outbox import outbox_apply
     from orchestration import tasks
     from orchestration.receipts import receipts_wait
-    from orchestration.sessions import session_start
+    from orchestration.sessions import session_open
     from tenants.services import apikey_create, end_user_create, tenant_create
 
     tenant = tenant_create(name="Bench", slug=f"bench-{uuid.uuid4().hex[:6]}")
     _, key = apikey_create(tenant=tenant)
     user = end_user_create(tenant=tenant, external_id="bench-user", display_name="Ada")
-    earlier, _ = session_start(tenant=tenant, user=user, title="trip planning")
+    earlier, _ = session_open(tenant=tenant, user=user, title="trip planning")
     for i in range(args.memories):
         topic = TOPICS[i % len(TOPICS)]
         memory_create(tenant=tenant, user=user, kind="fact", session_id=earlier.pk,
                       text=f"For the Alps hike (day {i // len(TOPICS) + 1}) Ada sorted out the {topic}.")
     while outbox_apply():
         pass
-    session, _ = session_start(tenant=tenant, user=user)
+    session, _ = session_open(tenant=tenant, user=user)
 
     published = []
     real_delay = tasks.context_receipt_write_task.delay

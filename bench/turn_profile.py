@@ -183,8 +183,8 @@ def _run(args, stub_log: Path, broker_url: str, data_url: str) -> int:
     from django.test.utils import CaptureQueriesContext
 
     from infra import embedder as embedder_module
-    from orchestration.messages import message_extract, messages_record
-    from orchestration.sessions import session_end
+    from orchestration.messages import message_extract, messages_append
+    from orchestration.sessions import session_close
     from sessions.models import Message
     from sessions.services import NewMessage
     from tenants.services import apikey_create, tenant_create
@@ -212,12 +212,12 @@ def _run(args, stub_log: Path, broker_url: str, data_url: str) -> int:
     rows = []
     for n in range(args.history):
         text = f"{load.SENTENCES[n % len(load.SENTENCES)]} (note {n})"
-        rows += messages_record(tenant=tenant, session_id=earlier, enqueue_extraction=False,
+        rows += messages_append(tenant=tenant, session_id=earlier, enqueue_extraction=False,
                                 items=[NewMessage(role="user", content=text),
                                        NewMessage(role="assistant", content=f"Noted, {n}.")])
     for row in rows:
         message_extract(tenant_id=tenant.pk, message_id=row.pk)
-    session_end(tenant=tenant, session_id=earlier)
+    session_close(tenant=tenant, session_id=earlier)
     _drain(broker_url)
 
     sid = client.post("/api/v1/sessions", {"user_id": user_id}, content_type="application/json").json()["id"]

@@ -27,9 +27,15 @@ def _client(base_url: str, api_key: str, timeout: float, retries: int) -> openai
     return openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=retries)
 
 
-def get_client() -> openai.OpenAI:
+def llm_required() -> None:
+    """A 503 `llm_not_configured` unless a model is configured: every surface that needs one says so in these words."""
     if not llm_configured():
-        raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL).")
+        raise LLMNotConfigured("No LLM is configured (set LLM_BASE_URL and LLM_MODEL). The memory-service endpoints "
+                               "(messages, context) work without one, beside a model of your own.")
+
+
+def get_client() -> openai.OpenAI:
+    llm_required()
     return _client(settings.LLM_BASE_URL, settings.LLM_API_KEY, settings.LLM_TIMEOUT_SECONDS, settings.LLM_MAX_RETRIES)
 
 

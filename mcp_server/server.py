@@ -109,7 +109,8 @@ def _context(caller: Caller, *, session_id: str, new_input: str, budget: int | N
     return ContextOutput({
         "session_id": session.pk, "messages": ctx.messages, "breakdown": ctx.breakdown,
         "total_tokens": ctx.total_tokens, "budget": ctx.budget, "memory_status": ctx.memory_status,
-        "first_turn": ctx.first_turn, "goal": ctx.goal, "memories": ctx.memories, "bridges": ctx.bridges,
+        "first_turn": ctx.first_turn, "goal": ctx.goal, "memories": ctx.memories, "profile": ctx.profile,
+        "bridges": ctx.bridges,
     }).data
 
 

@@ -288,7 +288,7 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
                 turns_around: TurnsAround) -> dict[str, list[tuple[str, str]]]:
     """For each memory's source message: [(message_id, rendered turn)] of the turns just before and after it.
 
-    Messages are stored with their secrets already cut out (`messages_append` is their only writer, and the golden
+    Messages are stored with their secrets already cut out (`message_rows_append` is their only writer, and the golden
     set test reads the tables back), so they are shown as stored.
     """
     sources = {r["source_message_id"]: r["id"] for r in rows if r["source_message_id"]}
@@ -316,17 +316,18 @@ def _excerpt(m: RetrievedMemory, *, weights: dict[str, float], limit: int) -> st
 def memory_retrieve(*, tenant, user, query: str, goal: str = "", k: int = 10, token_budget: int | None = None,
                     exclude_session_id=None, rewrite: bool = True,
                     neighbours: TurnsAround | None = None, left_out: list | None = None,
-                    as_of: datetime | None = None, skip_ids=()) -> list[RetrievedMemory]:
+                    as_of: datetime | None = None, skip_ids=(), record_access: bool = True) -> list[RetrievedMemory]:
     """Active, unexpired memories of this tenant's user, best first. Raises ServiceUnavailable if Qdrant is down.
 
     neighbours: how to read the turns around a memory's source message; without it no hit is expanded.
     left_out: a list that receives the memories ranked in but left out because they did not fit the budget.
     as_of: the memories valid at that time instead (a superseded one included, while it held).
-    skip_ids: memories the context already shows (the standing profile): not spent on twice."""
+    skip_ids: memories the context already shows (the standing profile): not spent on twice.
+    record_access=False: the caller counts the accesses itself (a context's receipt does, in the task that writes it)."""
     return memory_retrieve_for_users(tenant=tenant, users=[user], query=query, goal=goal, k=k,
                                      token_budget=token_budget, exclude_session_id=exclude_session_id,
                                      rewrite=rewrite, neighbours=neighbours, left_out=left_out, as_of=as_of,
-                                     skip_ids=skip_ids)
+                                     skip_ids=skip_ids, record_access=record_access)
 
 
 def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: int = 10,

@@ -30,12 +30,14 @@ def memories_for_turn(*, tenant, session, query: str, goal: str, token_budget: i
                       left_out: list | None = None, skip_ids=()) -> tuple[list, str]:
     """The user's memories for this turn, other sessions only, within the memory section's budget; with
     "unavailable" instead of an error when the vector store or the embedder is down (the turn goes on).
-    left_out receives what was ranked in but did not fit the budget (for the receipt)."""
+    left_out receives what was ranked in but did not fit the budget (for the receipt). With receipts on, the
+    receipt's task counts the accesses of what the context included: one hand-off per turn, not two."""
     try:
         found = retrieval.memory_retrieve(tenant=tenant, user=session.user, query=query, goal=goal,
                                 k=settings.CONTINUUM_CONTEXT_MEMORY_K, token_budget=token_budget,
                                 exclude_session_id=session.pk, rewrite=rewrite, neighbours=turns_around,
-                                left_out=left_out, skip_ids=skip_ids)
+                                left_out=left_out, skip_ids=skip_ids,
+                                record_access=not settings.CONTINUUM_RECEIPTS)
         return list(found or []), "ok"
     except ServiceUnavailable as exc:
         log.warning("memory retrieval unavailable for session %s: %s", session.pk, exc)

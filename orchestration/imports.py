@@ -2,7 +2,7 @@
 
 A job is created once its export validates (sessions/import_formats.py reads it as a stream), then advanced in
 bounded runs. Each run writes the export's sessions in parts of at most one message batch: a part is opened as a
-session of imported history, its messages appended by messages_record, and closed, all in one transaction that
+session of imported history, its messages appended by messages_append, and closed, all in one transaction that
 also moves the job's cursor. So a part is written whole or not at all, no other transaction ever sees an imported
 session open, and a run stopped anywhere resumes at the cursor. Messages are idempotent by external id: a part
 whose messages are already stored (a re-import, a second delivery) writes nothing, and messages a later export
@@ -45,8 +45,8 @@ from sessions.models import ImportJob, Message, Session
 from sessions.services import NewMessage
 from tenants.models import EndUser, Tenant
 
-from .messages import message_extract, messages_record
-from .sessions import IMPORT_CLOSE_REASON, session_end, session_finish, session_start_imported
+from .messages import message_extract, messages_append
+from .sessions import IMPORT_CLOSE_REASON, session_close, session_finish, session_open_imported
 
 log = logging.getLogger(__name__)
 
@@ -249,17 +249,17 @@ def _part_write(job: ImportJob, imported: ImportedSession, start: int, end: int,
         if new:
             external_id = _next_part_id(imported.external_id, taken)
             suffix = external_id[len(imported.external_id):]
-            session = session_start_imported(
+            session = session_open_imported(
                 tenant=tenant, user=user, opened_at=min(m.created_at for m in new), external_id=external_id,
                 title=f"{imported.title} (part {suffix[1:]})" if suffix else imported.title)
             for i in range(0, len(new), settings.CONTINUUM_MAX_BATCH):
-                messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False, live=False, items=[
+                messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False, live=False, items=[
                     NewMessage(role=m.role, content=m.content, external_id=m.external_id, created_at=m.created_at,
                                name=m.name, tool_calls=m.tool_calls or None, tool_call_id=m.tool_call_id)
                     for m in new[i:i + settings.CONTINUUM_MAX_BATCH]])
             # The bridge and extraction follow in the user's backlog chain, paced (see the module's docstring).
-            session_end(tenant=tenant, session_id=session.pk, reason=IMPORT_CLOSE_REASON,
-                        closed_at=max(m.created_at for m in new), finish=False)
+            session_close(tenant=tenant, session_id=session.pk, reason=IMPORT_CLOSE_REASON,
+                          closed_at=max(m.created_at for m in new), finish=False)
         ImportJob.objects.for_tenant(tenant).filter(pk=job.pk).update(
             sessions_created=F("sessions_created") + (1 if new else 0),
             messages_created=F("messages_created") + len(new),

@@ -24,20 +24,21 @@ from memory.extraction.pipeline import ExtractionResult, memory_extract
 from memory.models import MemoryKind, MemoryStatus
 from memory.sources import SourceMessage
 from sessions.models import Message, Session
-from sessions.services import NewMessage, messages_append
+from sessions.services import NewMessage, message_rows_append
 
 log = logging.getLogger(__name__)
 
 
-def messages_record(*, tenant, session_id, items: list[NewMessage],
+def messages_append(*, tenant, session_id, items: list[NewMessage],
                     enqueue_extraction: bool = True, live: bool = True) -> list[Message]:
     """Store messages (atomically), then fan them out once the transaction commits.
 
     Messages of the roles extraction reads wait for it; enqueue_extraction=False leaves them waiting for a caller
     that extracts them itself (an import that runs extraction in its own order). live=False: the session is closed
     before the caller commits (imported history), so there is no buffer to append to, fold or link from."""
-    with transaction.atomic(savepoint=False):  # see messages_append: an import's transaction fails whole
-        rows = messages_append(tenant=tenant, session_id=session_id, items=items, pending_roles=extracted_roles(tenant))
+    with transaction.atomic(savepoint=False):  # see message_rows_append: an import's transaction fails whole
+        rows = message_rows_append(tenant=tenant, session_id=session_id, items=items,
+                                   pending_roles=extracted_roles(tenant))
         if rows and (live or enqueue_extraction):
             tenant_id, user_id = str(tenant.pk), str(rows[0].session.user_id)
             enqueue = functools.partial(task_enqueue, "orchestration.tasks.message_extract_task") \

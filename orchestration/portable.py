@@ -27,8 +27,8 @@ from sessions.models import Message, Session
 from sessions.services import NewMessage
 from tenants.models import EndUser, Tenant
 
-from .messages import messages_record
-from .sessions import session_end, session_start_imported
+from .messages import messages_append
+from .sessions import session_close, session_open_imported
 
 FORMAT = "continuum.memories"
 FORMAT_VERSION = 1
@@ -212,15 +212,15 @@ def _sessions_write(*, tenant: Tenant, user: EndUser, data: PortableFile) -> tup
         wanted = sorted(by_session.get(ref, []), key=lambda m: m["created_at"])
         session = Session.objects.for_tenant(tenant).filter(user=user, external_id=external).first()
         if session is None:
-            session = session_start_imported(tenant=tenant, user=user, opened_at=opened, external_id=external,
-                                             title=str(s.get("title") or "")[:200])
+            session = session_open_imported(tenant=tenant, user=user, opened_at=opened, external_id=external,
+                                            title=str(s.get("title") or "")[:200])
             made_sessions += 1
         stored = {m.external_id: m for m in Message.objects.for_tenant(tenant).filter(session=session)}
         new = [m for m in wanted if str(m.get("external_id") or f"continuum:{m['ref']}") not in stored]
         if new and session.state == Session.State.OPEN:
             rows = []
             for i in range(0, len(new), settings.CONTINUUM_MAX_BATCH):
-                rows += messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False, live=False,
+                rows += messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False, live=False,
                                         items=[NewMessage(role=m["role"], content=m["content"],
                                                           name=str(m.get("name") or "")[:128],
                                                           external_id=str(m.get("external_id")
@@ -232,8 +232,8 @@ def _sessions_write(*, tenant: Tenant, user: EndUser, data: PortableFile) -> tup
             stored.update({r.external_id: r for r in rows})
             made_messages += len(rows)
         if session.state == Session.State.OPEN:
-            session_end(tenant=tenant, session_id=session.pk, reason=IMPORT_CLOSE_REASON,
-                        closed_at=max([closed, *(r.created_at for r in stored.values())]), finish=False)
+            session_close(tenant=tenant, session_id=session.pk, reason=IMPORT_CLOSE_REASON,
+                          closed_at=max([closed, *(r.created_at for r in stored.values())]), finish=False)
         session_ids[ref] = session.pk
         for m in wanted:
             row = stored.get(str(m.get("external_id") or f"continuum:{m['ref']}"))

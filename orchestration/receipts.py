@@ -12,7 +12,7 @@ import logging
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -21,8 +21,8 @@ from django.db.models import Count, Max
 from infra import clock
 from infra.task_queue import task_get
 from infra.tokens import count_tokens
+from memory.actions import memory_access_record
 from memory.profile import profile_line
-from sessions.models import Session
 from tenants.models import Tenant
 
 from .models import ContextReceipt, ContextReceiptItem
@@ -127,36 +127,42 @@ def receipts_wait(timeout: float = 5.0) -> None:
 
 
 def receipt_write(*, payload: dict) -> ContextReceipt | None:
-    """The receipt's rows, once however often it is called; None when its session is gone (erased meanwhile)."""
+    """The receipt's rows, once however often it is called, and one access counted for each retrieved memory the
+    context included (at the receipt's time, so a rerun counts nothing twice); None when its session is gone
+    (erased meanwhile)."""
     tenant_id = payload["tenant_id"]
-    existing = ContextReceipt.objects.for_tenant(tenant_id).filter(pk=payload["id"]).first()
-    if existing is not None:
-        return existing
-    session = Session.objects.for_tenant(tenant_id).filter(pk=payload["session_id"], user_id=payload["user_id"]) \
-        .first()
-    if session is None:
-        log.info("context receipt %s skipped: session %s is gone", payload["id"], payload["session_id"])
-        return None
+    receipt = _receipt_rows_write(payload)
+    if receipt is not None:
+        shown = [i["memory_id"] for i in payload.get("items") or [] if i["included"] and i.get("section") == "memories"]
+        memory_access_record(tenant_id=tenant_id, memory_ids=shown, at=datetime.fromisoformat(payload["created_at"]))
+    return receipt
+
+
+def _receipt_rows_write(payload: dict) -> ContextReceipt | None:
+    """Insert first, ask later: a receipt is written once, so the common case is two statements. Its id taken (a
+    rerun) or its session or user gone (erased since the turn: the foreign keys refuse the rows) ends the same way,
+    with whatever stands under that id."""
+    tenant_id = payload["tenant_id"]
     items = payload.get("items") or []
     try:
         with transaction.atomic():
-            receipts = ContextReceipt.objects.for_tenant(tenant_id)
-            receipt, created = receipts.get_or_create(pk=payload["id"], defaults=dict(
-                tenant_id=tenant_id, user_id=session.user_id, session_id=session.pk, surface=payload["surface"][:20],
-                created_at=payload["created_at"], query=payload.get("query") or "",
+            receipt = ContextReceipt.objects.for_tenant(tenant_id).create(
+                pk=payload["id"], tenant_id=tenant_id, user_id=payload["user_id"], session_id=payload["session_id"],
+                surface=payload["surface"][:20], created_at=payload["created_at"], query=payload.get("query") or "",
                 budget=payload.get("budget") or 0, total_tokens=payload.get("total_tokens") or 0,
                 breakdown=payload.get("breakdown") or {}, memory_status=(payload.get("memory_status") or "ok")[:16],
                 included_count=sum(1 for i in items if i["included"]),
-                left_out_count=sum(1 for i in items if not i["included"])))
-            if created:
-                ContextReceiptItem.objects.bulk_create([ContextReceiptItem(
-                    receipt=receipt, tenant_id=tenant_id, memory_uuid=i["memory_id"], included=i["included"],
-                    reason=i["reason"], section=i.get("section") or "memories", rank=i["rank"], kind=i["kind"][:12],
-                    text=i["text"], score=i["score"], score_parts=i["score_parts"], tokens=i["tokens"],
-                    source_message_ids=i["source_message_ids"]) for i in items])
-    except IntegrityError:  # the user or session was erased between the read and the write
-        log.info("context receipt %s skipped: its owner was erased", payload["id"])
-        return None
+                left_out_count=sum(1 for i in items if not i["included"]))
+            ContextReceiptItem.objects.bulk_create([ContextReceiptItem(
+                receipt=receipt, tenant_id=tenant_id, memory_uuid=i["memory_id"], included=i["included"],
+                reason=i["reason"], section=i.get("section") or "memories", rank=i["rank"], kind=i["kind"][:12],
+                text=i["text"], score=i["score"], score_parts=i["score_parts"], tokens=i["tokens"],
+                source_message_ids=i["source_message_ids"]) for i in items])
+    except IntegrityError:
+        receipt = ContextReceipt.objects.for_tenant(tenant_id).filter(pk=payload["id"]).first()
+        if receipt is None:
+            log.info("context receipt %s skipped: its session or user was erased", payload["id"])
+        return receipt
     return receipt
 
 

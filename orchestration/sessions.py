@@ -18,8 +18,7 @@ from infra.task_queue import task_enqueue, task_enqueue_on_commit
 from infra.errors import NotFound
 from sessions.models import Session
 from sessions.selectors import access_session
-from sessions.services import (SessionOpened, session_close, session_close_row, session_open,
-                               session_open_imported)
+from sessions.services import SessionOpened, session_row_close, session_row_open, session_row_open_imported
 from tenants.models import EndUser, Tenant
 from webhooks.events import webhook_event_emit
 
@@ -72,12 +71,12 @@ def _link_after_commit(session: Session) -> None:
     transaction.on_commit(link)
 
 
-def session_start(*, tenant: Tenant, user: EndUser, title: str = "", external_id: str | None = None,
-                  opened_at: datetime | None = None) -> tuple[Session, bool]:
+def session_open(*, tenant: Tenant, user: EndUser, title: str = "", external_id: str | None = None,
+                 opened_at: datetime | None = None) -> tuple[Session, bool]:
     """Open a session (or return the open one, by the tenant's policy). Returns (session, created)."""
     with transaction.atomic():
-        opened: SessionOpened = session_open(tenant=tenant, user=user, title=title, external_id=external_id,
-                                             opened_at=opened_at)
+        opened: SessionOpened = session_row_open(tenant=tenant, user=user, title=title, external_id=external_id,
+                                                 opened_at=opened_at)
         for closed in opened.closed:
             _finish_after_commit(closed)
         if opened.created:
@@ -85,22 +84,24 @@ def session_start(*, tenant: Tenant, user: EndUser, title: str = "", external_id
     return opened.session, opened.created
 
 
-def session_start_imported(*, tenant: Tenant, user: EndUser, opened_at: datetime, title: str = "",
-                           external_id: str | None = None) -> Session:
+def session_open_imported(*, tenant: Tenant, user: EndUser, opened_at: datetime, title: str = "",
+                          external_id: str | None = None) -> Session:
     """Open a session of imported history (the open policy is not applied; the user's open session stays as it
     is) and link it to the session before it; the caller appends its messages and closes it in its transaction."""
-    session = session_open_imported(tenant=tenant, user=user, opened_at=opened_at, title=title,
-                                    external_id=external_id)
+    session = session_row_open_imported(tenant=tenant, user=user, opened_at=opened_at, title=title,
+                                        external_id=external_id)
     _link_after_commit(session)
     return session
 
 
-def session_end(*, tenant: Tenant, session_id, reason: str = "api", closed_at: datetime | None = None,
-                finish: bool = True) -> Session:
+def session_close(*, tenant: Tenant, session_id, reason: str = "api", closed_at: datetime | None = None,
+                  finish: bool = True) -> Session:
     """Close a session (idempotent); the first close enqueues its bridge. finish=False leaves the bridge and the
     rest of session_finish to a caller that paces them itself (an import: orchestration/imports.py)."""
     with transaction.atomic():
-        session, won = session_close(tenant=tenant, session_id=session_id, reason=reason, closed_at=closed_at)
+        session = access_session(tenant=tenant, session_id=session_id)
+        won = session_row_close(tenant=tenant, session=session, reason=reason, closed_at=closed_at)
+        session.refresh_from_db()
         if won and finish:
             _finish_after_commit(session)
     return session
@@ -130,7 +131,7 @@ def sessions_close_idle(*, now: datetime | None = None, limit: int | None = None
             with transaction.atomic():
                 session = (scoped.select_for_update().select_related("tenant")
                            .filter(pk=sid, state=Session.State.OPEN, last_activity_at__lt=cutoff).first())
-                if session is not None and session_close_row(tenant=session.tenant, session=session, reason="idle",
+                if session is not None and session_row_close(tenant=session.tenant, session=session, reason="idle",
                                                              closed_at=now):
                     closed += 1
                     _finish_after_commit(session)

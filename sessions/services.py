@@ -1,24 +1,27 @@
-"""Writes for sessions and messages: open, close, append, in the database only.
+"""Row writes for sessions and messages: open, close, append, in the database only (`session_row_*`,
+`message_rows_*`).
 
-What follows a write in other stores (the buffer, links, extraction, the bridge) is the orchestration layer's
-(orchestration/messages.py, orchestration/sessions.py): these functions return what they changed so it can.
+Callers use the flows of the same operations, which also do what follows a write in other stores (the buffer,
+links, extraction, the bridge): orchestration/sessions.py `session_open`, `session_close`, and
+orchestration/messages.py `messages_append`. These functions return what they changed so the flows can.
 """
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import IntegrityError, connection, transaction
 
 from infra import clock
 from infra.errors import Conflict, ValidationFailed
 from infra.tokens import count_tokens
 from infra.secrets import secrets_redact
 from tenants.models import EndUser, Tenant
+from tenants.scoping import tenant_key
 
 from .models import Message, Session
 from .selectors import access_session, session_open_for_user
@@ -44,8 +47,8 @@ class SessionOpened:
     closed: list[Session] = field(default_factory=list)  # sessions this open closed (the tenant's open policy)
 
 
-def session_open(*, tenant: Tenant, user: EndUser, title: str = "", external_id: str | None = None,
-                 opened_at: datetime | None = None) -> SessionOpened:
+def session_row_open(*, tenant: Tenant, user: EndUser, title: str = "", external_id: str | None = None,
+                     opened_at: datetime | None = None) -> SessionOpened:
     """Open a session for the user; call inside a transaction (the caller schedules what follows on commit).
 
     The tenant's open_policy decides what happens to a session the user already has open.
@@ -58,7 +61,7 @@ def session_open(*, tenant: Tenant, user: EndUser, title: str = "", external_id:
         if current is not None:
             if tenant.open_policy == Tenant.OpenPolicy.RETURN_OPEN and external_id in (None, current.external_id):
                 return SessionOpened(current, False)
-            if session_close_row(tenant=tenant, session=current, reason="superseded"):
+            if session_row_close(tenant=tenant, session=current, reason="superseded"):
                 closed.append(current)
         previous = (Session.objects.for_tenant(tenant).filter(user=user).order_by("-opened_at").first())
         ts = opened_at or clock.now()
@@ -72,8 +75,8 @@ def session_open(*, tenant: Tenant, user: EndUser, title: str = "", external_id:
     return SessionOpened(session, True, closed)
 
 
-def session_open_imported(*, tenant: Tenant, user: EndUser, opened_at: datetime, title: str = "",
-                          external_id: str | None = None) -> Session:
+def session_row_open_imported(*, tenant: Tenant, user: EndUser, opened_at: datetime, title: str = "",
+                              external_id: str | None = None) -> Session:
     """Open a session of imported history; call inside the transaction that appends its messages and closes it.
 
     The tenant's open policy is not applied: an import must neither close nor return the session the user has
@@ -91,24 +94,15 @@ def session_open_imported(*, tenant: Tenant, user: EndUser, opened_at: datetime,
                        code="session_exists")
 
 
-def session_close_row(*, tenant: Tenant, session: Session, reason: str, closed_at: datetime | None = None) -> bool:
-    """Flip open→closed with a conditional UPDATE; True for the one caller that closed it."""
+def session_row_close(*, tenant: Tenant, session: Session, reason: str, closed_at: datetime | None = None) -> bool:
+    """Flip open→closed with a conditional UPDATE (closing a closed session changes nothing); True for the one caller
+    that closed it."""
     return bool(Session.objects.for_tenant(tenant).filter(pk=session.pk, state=Session.State.OPEN).update(
         state=Session.State.CLOSED, closed_at=closed_at or clock.now(), close_reason=reason))
 
 
-def session_close(*, tenant: Tenant, session_id, reason: str = "api",
-                  closed_at: datetime | None = None) -> tuple[Session, bool]:
-    """Idempotent: closing a closed session returns it unchanged. Returns (session, closed by this call)."""
-    with transaction.atomic():
-        session = access_session(tenant=tenant, session_id=session_id)
-        won = session_close_row(tenant=tenant, session=session, reason=reason, closed_at=closed_at)
-    session.refresh_from_db()
-    return session, won
-
-
-def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage],
-                    pending_roles: Collection[str] = ()) -> list[Message]:
+def message_rows_append(*, tenant: Tenant, session_id, items: list[NewMessage],
+                        pending_roles: Collection[str] = ()) -> list[Message]:
     """Append messages atomically: one bad item (duplicate external id, closed session) stores nothing.
 
     Messages of `pending_roles` are stored waiting for extraction (extracted_at empty); the others are stored
@@ -123,9 +117,12 @@ def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage],
         raise Conflict("Duplicate external_id within the batch.", code="duplicate_external_id")
     # No savepoint when a caller's transaction is open: a failure here fails the caller's whole transaction (no caller
     # goes on after one), and a savepoint is two more round trips on every turn.
+    now = clock.now()
+    last_activity = max([now, *(item.created_at for item in items if item.created_at)])
     with transaction.atomic(savepoint=False):
-        session = access_session(tenant=tenant, session_id=session_id, for_update=True)
-        if session.state != Session.State.OPEN:
+        session = _session_seqs_take(tenant=tenant, session_id=session_id, count=len(items), at=last_activity)
+        if session is None:  # missing, another tenant's (404), or not open
+            access_session(tenant=tenant, session_id=session_id)
             raise Conflict("Session is closed; open a new one.", code="session_closed")
         messages = Message.objects.for_tenant(tenant)
         if ext_ids and messages.filter(session=session, external_id__in=ext_ids).exists():
@@ -133,8 +130,7 @@ def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage],
                            code="duplicate_external_id",
                            details={"external_ids": list(messages.filter(session=session, external_id__in=ext_ids)
                                                          .values_list("external_id", flat=True))})
-        now = clock.now()
-        seq0 = session.message_seq
+        seq0 = session.message_seq - len(items)
         contents = [_redacted(item.content) for item in items]
         rows = [
             Message(tenant=tenant, session=session, seq=seq0 + i + 1, role=item.role, content=contents[i],
@@ -145,10 +141,27 @@ def messages_append(*, tenant: Tenant, session_id, items: list[NewMessage],
             for i, item in enumerate(items)
         ]
         Message.objects.bulk_create(rows)
-        last_ts = max(r.created_at for r in rows)
-        Session.objects.for_tenant(tenant).filter(pk=session.pk).update(message_seq=F("message_seq") + len(rows),
-                                                     last_activity_at=max(last_ts, now))
     return rows
+
+
+def _session_seqs_take(*, tenant: Tenant, session_id, count: int, at: datetime) -> Session | None:
+    """Take `count` message numbers of an open session and mark its activity, in one statement that also locks the
+    row until the caller's transaction ends (a read FOR UPDATE and an update were two). The session as it now
+    stands (message_seq counts the new messages), or None when there is no such open session of the tenant."""
+    try:
+        sid = uuid.UUID(str(session_id))
+    except ValueError:
+        return None
+    pk = Session._meta.pk
+    tenant_field = Session._meta.get_field("tenant").target_field
+    table = connection.ops.quote_name(Session._meta.db_table)
+    found = list(Session.objects.raw(
+        f"UPDATE {table} SET message_seq = message_seq + %s, last_activity_at = %s "
+        "WHERE id = %s AND tenant_id = %s AND state = %s RETURNING *",
+        [count, Session._meta.get_field("last_activity_at").get_db_prep_value(at, connection),
+         pk.get_db_prep_value(sid, connection), tenant_field.get_db_prep_value(tenant_key(tenant), connection),
+         Session.State.OPEN]))
+    return found[0] if found else None
 
 
 def _redacted(text: str) -> str:

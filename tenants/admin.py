@@ -1,4 +1,6 @@
-"""Admin for tenants, API keys and end users, and the one mixin that limits staff to their own tenants.
+"""Admin for API keys and tenant erasures, and the toolkit every app's admin is built from: the one mixin that limits
+staff to their own tenants, the tenant and user filters, and the list cells and links. The tenant's and the end
+user's pages show what other apps hold about them, so they are in backoffice/admin/tenants.py.
 
 Superusers see everything. Any other staff user sees only the tenants listing them in Tenant.staff_users:
 every scoped ModelAdmin filters its queryset in TenantScopedAdminMixin, so another tenant's object is "not
@@ -264,108 +266,9 @@ def changelist_link(model, label: str, **filters) -> str:
     return format_html('<a href="{}?{}">{}</a>', url, query, label)
 
 
-def _memory_model(proxy: bool = False):
-    from memory.models import MemoryRecord, MemoryReview
-
-    return MemoryReview if proxy else MemoryRecord
-
-
-def _session_model():
-    from sessions.models import Session
-
-    return Session
-
-
-def _event_model():
-    from memory.models import MemoryEvent
-
-    return MemoryEvent
-
-
 def staff_actor(request) -> str:
     """How history names a staff user."""
     return request.user.get_username()
-
-
-class TenantApiKeyInline(ParentScopedInlineMixin, admin.TabularInline):
-    model = TenantApiKey
-    fields = ("prefix", "name", "created", "expiry_date", "revoked")
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-
-@admin.register(Tenant)
-class TenantAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
-    tenant_lookup = ""
-    list_display = ("slug", "name", "is_active", "end_users_count", "memories_count", "created_at")
-    list_filter = ("is_active",)
-    search_fields = ("slug", "name")
-    readonly_fields = ("id", "created_at", "end_users_link")
-    inlines = [TenantApiKeyInline]
-    filter_horizontal = ("staff_users",)
-
-    def get_queryset(self, request):
-        from memory.models import MemoryRecord
-
-        return super().get_queryset(request).annotate(n_users=count_of(EndUser, "tenant"),
-                                                      n_memories=count_of(MemoryRecord, "tenant"))
-
-    @admin.display(description="end users", ordering="n_users")
-    def end_users_count(self, obj):
-        return obj.n_users
-
-    @admin.display(description="memories", ordering="n_memories")
-    def memories_count(self, obj):
-        return obj.n_memories
-
-    @admin.display(description="end users")
-    def end_users_link(self, obj):
-        return changelist_link(EndUser, "end users of this tenant", tenant=obj.pk) if obj.pk else "—"
-
-    def get_changeform_initial_data(self, request):
-        from django.conf import settings
-
-        return {"review_inferred": settings.TENANT_REVIEW_INFERRED_DEFAULT,
-                **super().get_changeform_initial_data(request)}
-
-    def get_exclude(self, request, obj=None):
-        # Who may administer a tenant is a superuser's decision.
-        return () if request.user.is_superuser else ("staff_users",)
-
-    def has_add_permission(self, request):
-        return request.user.is_superuser
-
-    def has_delete_permission(self, request, obj=None):
-        return request.user.is_superuser and super().has_delete_permission(request, obj)
-
-    def get_deleted_objects(self, objs, request):
-        from memory.models import MemoryRecord
-
-        return erasure_summary(objs, request, lambda t: (
-            f"Tenant {t.slug}: {EndUser.objects.filter(tenant=t).count()} end users and "
-            f"{MemoryRecord.objects.for_tenant(t).count()} memories, erased from the database, Qdrant and Redis"))
-
-    # Erasing a tenant touches every store for every end user: it runs as a task (memory.tasks.tenant_erase_task),
-    # not inside this request. The tenant is deactivated at once; its progress is listed under Tenant erasures.
-    def delete_model(self, request, obj):
-        self._erasure_start(request, [obj])
-
-    def delete_queryset(self, request, queryset):
-        self._erasure_start(request, list(queryset))
-
-    def _erasure_start(self, request, tenants):
-        from orchestration.erasure import tenant_erasure_start
-
-        for tenant in tenants:
-            tenant_erasure_start(tenant=tenant, requested_by=staff_actor(request))
-        self.message_user(request, f"Erasure started for {', '.join(t.slug for t in tenants)}: the tenant is "
-                                   "deactivated now and removed when the erasure finishes (see Tenant erasures).",
-                          messages.INFO)
 
 
 @admin.register(TenantErasure)
@@ -387,7 +290,6 @@ class TenantErasureAdmin(ReadOnlyAdmin):
 
     def has_view_permission(self, request, obj=None):
         return request.user.is_active and request.user.is_superuser
-
 
 
 @admin.register(TenantApiKey)
@@ -414,123 +316,3 @@ class TenantApiKeyAdmin(TenantScopedAdminMixin, APIKeyModelAdmin):
 
         revoked = sum(apikey_revoke(tenant=key.tenant, prefix=key.prefix) for key in queryset.select_related("tenant"))
         self.message_user(request, f"Revoked {revoked} API key(s).", messages.SUCCESS)
-
-
-@admin.register(EndUser)
-class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
-    list_display = ("short_label", "tenant", "active_memories", "pending_memories", "all_memories",
-                    "sessions_count", "created_at")
-    list_filter = (ScopedTenantFilter,)
-    search_fields = ("external_id", "display_name")
-    list_per_page = 50
-    fields = ("id", "tenant", "external_id", "display_name", "metadata", "created_at")
-    readonly_fields = ("id", "tenant", "external_id", "created_at")
-    # The page opens with what is known about the user (templates/admin/tenants/enduser/change_form.html).
-    change_form_template = "admin/tenants/enduser/change_form.html"
-    RECENT_SESSIONS = 10
-
-    def get_queryset(self, request):
-        from memory.models import MemoryRecord, MemoryStatus
-        from sessions.models import Session
-
-        return super().get_queryset(request).select_related("tenant").annotate(
-            n_active=count_of(MemoryRecord, "user", status=MemoryStatus.ACTIVE),
-            n_pending=count_of(MemoryRecord, "user", status=MemoryStatus.PENDING_REVIEW),
-            n_memories=count_of(MemoryRecord, "user"),
-            n_sessions=count_of(Session, "user"))
-
-    @admin.display(description="user", ordering="display_name")
-    def short_label(self, obj):
-        return str(obj)
-
-    @admin.display(description="active memories", ordering="n_active")
-    def active_memories(self, obj):
-        return changelist_link(_memory_model(), str(obj.n_active), user__id__exact=obj.pk, status__exact="active")
-
-    @admin.display(description="awaiting review", ordering="n_pending")
-    def pending_memories(self, obj):
-        if not obj.n_pending:
-            return "0"
-        return changelist_link(_memory_model(proxy=True), str(obj.n_pending), user__id__exact=obj.pk)
-
-    @admin.display(description="all memories", ordering="n_memories")
-    def all_memories(self, obj):
-        return changelist_link(_memory_model(), str(obj.n_memories), user__id__exact=obj.pk)
-
-    @admin.display(description="sessions", ordering="n_sessions")
-    def sessions_count(self, obj):
-        from sessions.models import Session
-
-        return changelist_link(Session, str(obj.n_sessions), user__id__exact=obj.pk)
-
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        obj = self.get_object(request, object_id)
-        extra_context = dict(extra_context or {})
-        if obj is not None:
-            extra_context["overview"] = self.overview(obj)
-        return super().change_view(request, object_id, form_url, extra_context)
-
-    def overview(self, user) -> dict:
-        """What is known about the user, each part one bounded query (the page's cost does not grow with them)."""
-        from memory.models import MemoryKind, MemoryStatus, SourceType
-        from memory.overview import goals_open, goals_stale_mentions, memories_by_subject, memory_counts, said_by
-        from memory.profile import profile_select
-        from sessions.selectors import session_list
-
-        tenant = user.tenant
-        counts = memory_counts(tenant=tenant, user=user)
-        memories = _memory_model()
-
-        def link(label, n, **filters):
-            return {"label": label, "n": n,
-                    "link": changelist_link(memories, str(n), user__id__exact=user.pk, **filters)}
-
-        profile = profile_select(tenant=tenant, user=user, limit=30)
-        groups = memories_by_subject(tenant=tenant, user=user)
-        goals = goals_open(tenant=tenant, user=user)
-        for group in groups:
-            for m in group.memories:
-                m.said_by_label = said_by(m.source_type)
-        return {
-            "by_kind": [link(k.label, counts.by_kind.get(k.value, 0), status__exact="active", kind__exact=k.value)
-                        for k in MemoryKind],
-            "by_source": [link(said_by(s.value), counts.by_source.get(s.value, 0), status__exact="active",
-                               source_type__exact=s.value) for s in SourceType],
-            "by_status": [link(s.label, counts.by_status.get(s.value, 0), status__exact=s.value)
-                          for s in MemoryStatus],
-            "pending": counts.by_status.get(MemoryStatus.PENDING_REVIEW, 0),
-            "review_link": changelist_link(_memory_model(proxy=True), "review them", user__id__exact=user.pk),
-            "duplicates_url": reverse("admin:memory_memoryreview_duplicates", args=[user.pk]),
-            "total": counts.total,
-            "profile": [{"entry": e, "said_by": said_by(e.source_type)} for e in profile],
-            "groups": groups,
-            "goals": goals,
-            "stale": goals_stale_mentions(tenant=tenant, user=user, goals=goals),
-            "sessions": list(session_list(tenant=tenant, user=user).select_related("bridge")
-                             .order_by("-opened_at", "id")[:self.RECENT_SESSIONS]),
-            "sessions_link": changelist_link(_session_model(), "all sessions", user__id__exact=user.pk),
-            "events_link": changelist_link(_event_model(), "all history events", user__id__exact=user.pk),
-        }
-
-    def has_add_permission(self, request):
-        return False  # end users arrive through the API
-
-    def get_deleted_objects(self, objs, request):
-        from memory.models import MemoryRecord
-        from sessions.models import Session
-
-        return erasure_summary(objs, request, lambda u: (
-            f"End user {u.external_id}: {MemoryRecord.objects.for_tenant(u.tenant_id).filter(user=u).count()} "
-            f"memories and {Session.objects.for_tenant(u.tenant_id).filter(user=u).count()} sessions, erased from "
-            "the database, Qdrant and Redis"))
-
-    def delete_model(self, request, obj):
-        from orchestration.erasure import user_erase
-
-        user_erase(tenant=obj.tenant, user=obj)
-
-    def delete_queryset(self, request, queryset):
-        from orchestration.erasure import user_erase
-
-        for user in queryset.select_related("tenant"):
-            user_erase(tenant=user.tenant, user=user)

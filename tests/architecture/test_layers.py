@@ -1,9 +1,10 @@
 """The import direction of the code base (DESIGN.md, "Layers"): every import, module-level or inside a function,
 points down the layers, and memory and the sessions app never import each other.
 
-    surfaces         config, ops, mcp_server: may import anything below
-    (an API view, URL conf or management command has its package's layer: it lives in the package whose services
-    it calls, so a view of a flow that orchestration owns lives in orchestration/apis/)
+    surfaces         config, ops, mcp_server, backoffice: may import anything below
+    (an API view, URL conf, management command or admin module has its package's layer: it lives in the package
+    whose services it calls, so a view of a flow that orchestration owns lives in orchestration/apis/, and an admin
+    page that reads across apps lives in backoffice/admin/)
     assistant        assistant mode: the ReAct loop, its tools, the OpenAI protocol
     orchestration    a message's and a turn's fan-out across the packages
     context          buffer, anchors, bridges, links, composer
@@ -15,7 +16,6 @@ points down the layers, and memory and the sessions app never import each other.
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 import pytest
@@ -23,9 +23,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = {"assistant": 1, "orchestration": 2, "context": 3, "memory": 4, "sessions": 4, "webhooks": 5, "tenants": 6,
           "infra": 7}
-SURFACE_PACKAGES = {"config", "ops", "mcp_server"}  # mcp_server: the MCP surface at /mcp
-# Admin registrations still read across the apps they show; they move to the package that owns them next.
-SURFACE_MODULE = re.compile(r"(^|\.)admin(\.|$)")
+# mcp_server: the MCP surface at /mcp; backoffice: the staff admin's pages that read across apps
+SURFACE_PACKAGES = {"config", "ops", "mcp_server", "backoffice"}
 SIBLINGS = {("memory", "sessions"), ("sessions", "memory")}
 PACKAGES = set(LAYERS) | SURFACE_PACKAGES
 
@@ -37,12 +36,13 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def imports_of(path: Path) -> list[tuple[str, int]]:
-    """(imported module, line) for every import in the file, relative ones resolved."""
+def imports_of(path: Path, source: str | None = None) -> list[tuple[str, int]]:
+    """(imported module, line) for every import in the file (or in `source`, read as that file), relative ones
+    resolved."""
     module = module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source, filename=str(path))):
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -64,7 +64,7 @@ def violation(importer: str, imported: str) -> str | None:
         return "config is the composition root (settings, URL conf, Celery app): nothing imports it"
     if (src, dst) in SIBLINGS:
         return f"{src} and {dst} never import each other (what crosses them lives in orchestration)"
-    if src in SURFACE_PACKAGES or SURFACE_MODULE.search(importer):
+    if src in SURFACE_PACKAGES:
         return None
     if dst in SURFACE_PACKAGES:
         return f"{dst} is a surface; only surfaces import it"
@@ -82,15 +82,29 @@ def project_files():
                 yield path
 
 
+def layer_problems(path: Path, source: str | None = None) -> list[str]:
+    """Every import of the file (or of `source`, read as that file) that points against the layers, with the line
+    and the reason."""
+    importer = module_name(path)
+    return [f"{path.relative_to(ROOT)}:{line} imports {imported}: {why}"
+            for imported, line in imports_of(path, source) if (why := violation(importer, imported))]
+
+
 def test_every_import_points_down_the_layers():
-    problems = []
-    for path in project_files():
-        importer = module_name(path)
-        for imported, line in imports_of(path):
-            why = violation(importer, imported)
-            if why:
-                problems.append(f"{path.relative_to(ROOT)}:{line} imports {imported}: {why}")
+    problems = [problem for path in project_files() for problem in layer_problems(path)]
     assert not problems, "imports against the layers:\n" + "\n".join(problems)
+
+
+def test_an_admin_import_put_back_fails_the_scan():
+    """No module is exempt by its file name: tenants/admin.py reaching up to memory again (as its end user page did
+    before the page moved to backoffice/) is reported like any other climbing import."""
+    path = ROOT / "tenants" / "admin.py"
+    assert layer_problems(path) == []
+    climbed = path.read_text() + "\n\ndef _memory_model():\n    from memory.models import MemoryRecord\n"
+    line = climbed[:climbed.index("from memory.models")].count("\n") + 1
+    assert layer_problems(path, climbed) == [
+        f"tenants/admin.py:{line} imports memory.models: tenants (layer 6) may not import memory (layer 4): "
+        "dependencies point down"]
 
 
 def test_the_scan_sees_every_package_and_function_level_imports():
@@ -163,7 +177,7 @@ def test_the_circle_finder_sees_a_circle_through_a_function_level_import():
 @pytest.mark.parametrize("importer, imported", [
     ("memory.retrieval", "sessions.models"),  # the siblings
     ("sessions.services", "memory.extraction.classify"),
-    ("sessions.admin", "memory.models"),  # even from a surface module of the two
+    ("sessions.admin", "memory.models"),
     ("memory.extraction.pipeline", "context.buffer"),  # upwards
     ("context.composer", "orchestration.context"),
     ("tenants.services", "orchestration.erasure"),
@@ -181,6 +195,16 @@ def test_the_circle_finder_sees_a_circle_through_a_function_level_import():
     ("tenants.apis", "orchestration.erasure"),
     ("sessions.management.commands.import_conversations", "orchestration.imports"),
     ("ops.health", "config.celery"),
+    # the imports that climbed from the admin modules of low packages: an admin's file name exempts nothing either
+    ("tenants.admin", "memory.models"),
+    ("tenants.admin", "sessions.selectors"),
+    ("tenants.admin", "orchestration.erasure"),
+    ("memory.admin", "orchestration.receipts"),
+    ("memory.admin_review", "orchestration.models"),
+    ("sessions.admin", "assistant.tools"),
+    ("sessions.admin", "context.bridge_support"),
+    ("sessions.admin", "orchestration.transcript"),
+    ("tenants.admin", "backoffice.admin.tenants"),  # the admin surface is imported by surfaces only
 ])
 def test_an_import_against_the_direction_is_refused(importer, imported):
     assert violation(importer, imported)
@@ -189,8 +213,10 @@ def test_an_import_against_the_direction_is_refused(importer, imported):
 @pytest.mark.parametrize("importer, imported", [
     ("orchestration.messages", "context.buffer"), ("context.buffer", "memory.selectors"),
     ("context.links", "sessions.models"), ("memory.actions", "tenants.selectors"), ("tenants.scoping", "django.db"),
-    ("orchestration.apis.sessions", "orchestration.messages"), ("tenants.admin", "memory.models"),
-    ("config.urls", "ops.health"),
+    ("orchestration.apis.sessions", "orchestration.messages"), ("config.urls", "ops.health"),
+    ("memory.admin", "tenants.admin"), ("webhooks.admin", "tenants.admin"), ("orchestration.admin", "tenants.admin"),
+    ("backoffice.admin.tenants", "memory.models"), ("backoffice.admin.tenants", "orchestration.erasure"),
+    ("backoffice.admin.sessions", "assistant.tools"), ("backoffice.admin.memories", "orchestration.receipts"),
     ("mcp_server.server", "orchestration.context"), ("config.asgi", "mcp_server.asgi"),
     ("memory.actions", "webhooks.events"), ("context.bridge", "webhooks.events"), ("webhooks.events", "tenants.models"),
 ])

@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 
 from assistant.grounding import ON_RECORD, Grounding
-from assistant.react import LoopLimits, OpenAIChatModel, ToolCallRecord, react_run
+from assistant.loop_types import ToolCallRecord
+from assistant.react import LoopLimits, react_run
 from assistant.tools import tool_actions
+from infra.llm_chat import OpenAIChatModel
 
 from .scripted_llm import answer, call, tool_step
 

@@ -3,7 +3,9 @@ and not, plus the protocol's validation, errors and ownership."""
 from __future__ import annotations
 
 import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
@@ -118,8 +120,79 @@ def test_client_disconnect_stops_generation(server, llm, alice):
     assert llm.chunks_sent < 8  # 8 chunks make the whole answer; generation stopped part-way
 
 
+def test_a_burst_of_turns_queues_for_the_turn_threads_and_every_one_is_answered(server, llm, alice, settings):
+    settings.ASSISTANT_TURN_THREADS = 2
+    burst = 5
+    lock, everyone_in = threading.Lock(), threading.Event()
+    seen = {"active": 0, "peak": 0, "threads": set()}
+
+    def held_answer(body):
+        with lock:
+            seen["active"] += 1
+            seen["peak"] = max(seen["peak"], seen["active"])
+            seen["threads"].add(threading.current_thread().name)
+            if seen["active"] == burst:
+                everyone_in.set()
+        everyone_in.wait(0.5)  # with a thread per request, every turn of the burst is in here at once
+        with lock:
+            seen["active"] -= 1
+        return answer("Noted.")
+
+    llm.then = held_answer
+
+    def ask(n):
+        with httpx.Client(timeout=60) as http:
+            return http.post(f"{server}{URL}", headers={"Authorization": f"Bearer {alice.plain_key}"},
+                             json={"model": "continuum", "user": f"burst-{n}",
+                                   "messages": [{"role": "user", "content": f"Hello from {n}"}]})
+
+    with ThreadPoolExecutor(burst) as clients:
+        replies = list(clients.map(ask, range(burst)))
+    assert [r.status_code for r in replies] == [200] * burst  # queued, none dropped
+    assert [r.json()["choices"][0]["message"]["content"] for r in replies] == ["Noted."] * burst
+    assert seen["peak"] == 2
+    assert len(seen["threads"]) == 2 and all(name.startswith("chat-turn") for name in seen["threads"])
+
+
+def test_a_queued_turn_whose_client_left_records_nothing(server, llm, alice, settings, monkeypatch):
+    from assistant import openai_views
+
+    settings.ASSISTANT_TURN_THREADS = 1
+    release = threading.Event()
+    cancels = []
+    start_turn = openai_views._start_turn
+    monkeypatch.setattr(openai_views, "_start_turn", lambda **kw: cancels.append(start_turn(**kw)) or cancels[-1])
+
+    def first(body):
+        release.wait(10)  # holds the only turn thread
+        return answer("First.")
+
+    llm.add(first)
+    headers = {"Authorization": f"Bearer {alice.plain_key}"}
+    with ThreadPoolExecutor(1) as background, httpx.Client(timeout=30) as http:
+        held = background.submit(http.post, f"{server}{URL}", headers=headers, json={
+            "model": "continuum", "user": "holder", "messages": [{"role": "user", "content": "Hold on"}]})
+        deadline = time.monotonic() + 10
+        while not llm.requests and time.monotonic() < deadline:
+            time.sleep(0.05)  # the holder's turn has the thread
+        with http.stream("POST", f"{server}{URL}", headers=headers, json={
+                "model": "continuum", "stream": True, "user": "leaver",
+                "messages": [{"role": "user", "content": "Never mind"}]}) as resp:
+            next(resp.iter_lines())  # the stream has begun; its turn waits for the thread
+        deadline = time.monotonic() + 10
+        while not (len(cancels) == 2 and cancels[1].is_set()) and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the server has seen the client go
+        assert cancels[1].is_set()
+        release.set()
+        assert held.result().status_code == 200
+    openai_views._turn_threads(1).submit(lambda: None).result(timeout=30)  # the one thread is done with the queue
+    assert Message.objects.unscoped().filter(session__user__external_id="holder").count() == 2
+    assert not Message.objects.unscoped().filter(session__user__external_id="leaver").exists()
+    assert len(llm.requests) == 1
+
+
 def test_session_resolution_reuses_the_open_session_then_bridges_to_a_new_one(server, llm, alice):
-    from orchestration.sessions import session_end
+    from orchestration.sessions import session_close
 
     llm.then = answer("ok")
     client = client_for(server, alice)
@@ -131,7 +204,7 @@ def test_session_resolution_reuses_the_open_session_then_bridges_to_a_new_one(se
     first = ask("one").headers["X-Session-Id"]
     assert ask("two").headers["X-Session-Id"] == first
     assert ask("three", **{"X-Session-Id": first}).headers["X-Session-Id"] == first
-    session_end(tenant=alice, session_id=first)
+    session_close(tenant=alice, session_id=first)
     fresh = ask("four").headers["X-Session-Id"]
     assert fresh != first
     assert str(Session.objects.unscoped().get(pk=fresh).previous_id) == first
@@ -159,7 +232,7 @@ def test_earlier_turns_are_imported_once(server, llm, alice):
 
 
 def test_repeated_short_replies_are_turns_of_their_own_and_a_resend_imports_nothing_twice(server, llm, alice):
-    from sessions.services import session_close
+    from orchestration.sessions import session_close
 
     llm.then = lambda body: answer(f"answer {len(llm.requests)}")
     client = client_for(server, alice)
@@ -318,8 +391,25 @@ def test_without_an_llm_bad_requests_get_their_4xx_first(client, alice, body, he
     assert not EndUser.objects.unscoped().filter(tenant=alice).exists()  # nothing created
 
 
+def test_without_an_llm_every_surface_says_so_in_the_same_words(client, alice, alice_client, alice_session):
+    from assistant.turns import turn_run
+    from infra.errors import LLMNotConfigured
+    from infra.llm import llm_required
+
+    with pytest.raises(LLMNotConfigured) as raised:
+        llm_required()
+    with pytest.raises(LLMNotConfigured) as in_turn:
+        turn_run(tenant=alice, session=alice_session, user_input="hi")
+    rest = alice_client.post(f"/api/v1/sessions/{alice_session.id}/turns", {"input": "hi"}, format="json")
+    surface = post(client, alice, GOOD)
+    assert rest.status_code == surface.status_code == 503
+    assert {raised.value.message, in_turn.value.message, rest.json()["error"]["message"],
+            surface.json()["error"]["message"]} == {raised.value.message}
+    assert "LLM_BASE_URL" in raised.value.message
+
+
 def test_without_an_llm_another_users_or_a_closed_session_is_refused_first(client, alice, alice_session, alice_user):
-    from sessions.services import session_close
+    from orchestration.sessions import session_close
 
     sid = {"HTTP_X_SESSION_ID": str(alice_session.id)}
     assert_openai_error(post(client, alice, GOOD, **sid), 404, "not_found")

@@ -8,22 +8,12 @@ import time
 import httpx
 import pytest
 
-from assistant.react import (
-    ANSWER,
-    CANCELLED,
-    LLM_ERROR,
-    LOOP_DETECTED,
-    MAX_STEPS,
-    TIMEOUT,
-    LoopLimits,
-    OpenAIChatModel,
-    fit_to_budget,
-    history_problems,
-    history_repair,
-    parse_arguments,
-    react_run,
-)
+from assistant.history import fit_to_budget, history_problems, history_repair
+from assistant.loop_types import ANSWER, CANCELLED, LLM_ERROR, LOOP_DETECTED, MAX_STEPS, TIMEOUT
+from assistant.react import LoopLimits, react_run
+from assistant.text_calls import parse_arguments
 from infra.errors import ServiceUnavailable
+from infra.llm_chat import OpenAIChatModel
 
 from .scripted_llm import answer, call, tool_step
 

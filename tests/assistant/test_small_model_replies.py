@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import json
 
-from assistant.react import ANSWER, LOOP_DETECTED, OpenAIChatModel, content_tool_call, react_run
+from assistant.loop_types import ANSWER, LOOP_DETECTED
+from assistant.react import react_run
+from assistant.text_calls import content_tool_call
+from infra.llm_chat import OpenAIChatModel
 
 from .scripted_llm import answer, call, tool_step
 from .test_react_loop import BASE, TOOLS, Executor, assert_valid, limits

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from assistant.react import history_problems
+from assistant.history import history_problems
 from sessions.models import Message
 
 from .scripted_llm import answer, call, tool_step
@@ -328,9 +328,9 @@ def test_input_over_the_tenants_token_limit_is_refused_before_any_model_call(llm
 
 
 def test_a_closed_session_is_409(llm, alice, alice_client, alice_session):
-    from orchestration.sessions import session_end
+    from orchestration.sessions import session_close
 
-    session_end(tenant=alice, session_id=alice_session.id)
+    session_close(tenant=alice, session_id=alice_session.id)
     resp = alice_client.post(turns_url(alice_session.id), {"input": "hi"}, format="json")
     assert resp.status_code == 409 and resp.json()["error"]["code"] == "session_closed"
     assert llm.requests == []

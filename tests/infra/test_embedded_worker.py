@@ -88,8 +88,8 @@ def test_embedded_worker_overlaps_the_model_calls_of_extractions(alice, tmp_path
 
     from sessions.models import Message
     from sessions.services import NewMessage
-    from orchestration.sessions import session_start
-    from orchestration.messages import messages_record
+    from orchestration.sessions import session_open
+    from orchestration.messages import messages_append
     from tenants.services import end_user_create
 
     model = SlowModel()
@@ -104,8 +104,8 @@ def test_embedded_worker_overlaps_the_model_calls_of_extractions(alice, tmp_path
         sent = []
         for n in range(8):
             user = end_user_create(tenant=alice, external_id=f"embedded-{n}")
-            session, _ = session_start(tenant=alice, user=user)
-            sent += messages_record(tenant=alice, session_id=session.pk, items=[
+            session, _ = session_open(tenant=alice, user=user)
+            sent += messages_append(tenant=alice, session_id=session.pk, items=[
                 NewMessage(role="user", content=f"I am planning a trip to Lisbon with {n + 2} friends.")])
         pending = Message.objects.unscoped().filter(pk__in=[m.pk for m in sent], extracted_at__isnull=True)
         deadline = time.monotonic() + 120

@@ -68,10 +68,10 @@ def test_a_task_retries_an_outage_but_not_a_refusal_or_a_bug():
 @pytest.mark.django_db
 def test_the_extraction_task_fails_at_once_on_a_permanent_error(alice_session, monkeypatch):
     from orchestration import tasks
-    from orchestration.messages import messages_record
+    from orchestration.messages import messages_append
     from sessions.services import NewMessage
 
-    (msg,) = messages_record(tenant=alice_session.tenant, session_id=alice_session.pk, enqueue_extraction=False,
+    (msg,) = messages_append(tenant=alice_session.tenant, session_id=alice_session.pk, enqueue_extraction=False,
                              items=[NewMessage(role="user", content="I prefer aisle seats")])
     calls = []
 

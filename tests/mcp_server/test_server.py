@@ -11,8 +11,8 @@ import pytest
 from memory.actions import memory_create, memory_delete
 from memory.models import MemoryEvent, MemoryRecord
 from mcp_server.server import ACTIVE_FACTS_URI
-from orchestration.messages import messages_record, source_of
-from orchestration.sessions import session_end, session_start
+from orchestration.messages import messages_append, source_of
+from orchestration.sessions import session_close, session_open
 from orchestration.sessions import session_finish
 from sessions.models import BridgeSummary
 from sessions.services import NewMessage
@@ -45,9 +45,9 @@ def background(monkeypatch):
 
 def chat(tenant, user, turns):
     """A session of the user holding these (user, assistant) turns."""
-    session, _ = session_start(tenant=tenant, user=user)
+    session, _ = session_open(tenant=tenant, user=user)
     items = [NewMessage(role=role, content=text) for pair in turns for role, text in zip(("user", "assistant"), pair)]
-    messages = messages_record(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
+    messages = messages_append(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
     return session, messages
 
 
@@ -55,7 +55,7 @@ def closed_with_bridge(tenant, user):
     session, messages = chat(tenant, user, [
         ("I need a flight from SFO to NYC next Tuesday under $400.", "I found a Delta flight at $350, 7am."),
         ("I prefer aisle seats. Let's go with the Delta flight.", "Booked seat 14C.")])
-    session_end(tenant=tenant, session_id=session.pk)
+    session_close(tenant=tenant, session_id=session.pk)
     bridge = session_finish(tenant_id=tenant.pk, session_id=session.pk)
     assert bridge is not None and bridge.text
     return session, messages, bridge
@@ -148,7 +148,7 @@ def test_forget_removes_the_memory(mcp_url, alice, ada):
 
 def test_list_sessions_gives_each_session_with_its_bridge(mcp_url, alice, ada, background):
     closed, _, bridge = closed_with_bridge(alice, ada)
-    current, _ = session_start(tenant=alice, user=ada)
+    current, _ = session_open(tenant=alice, user=ada)
 
     rows = structured(call(mcp_url, "list_sessions", key=alice.plain_key))["sessions"]
     assert [r["id"] for r in rows] == [str(current.pk), str(closed.pk)]  # newest first
@@ -165,7 +165,7 @@ def test_list_sessions_gives_each_session_with_its_bridge(mcp_url, alice, ada, b
 def test_session_context_starts_a_returning_user_with_the_bridge_and_memories(mcp_url, alice, ada, background):
     closed, _, bridge = closed_with_bridge(alice, ada)
     airport = memory_create(tenant=alice, user=ada, kind="fact", text="Ada's home airport is SFO.")
-    current, _ = session_start(tenant=alice, user=ada)
+    current, _ = session_open(tenant=alice, user=ada)
 
     ctx = structured(call(mcp_url, "session_context", {"session_id": str(current.pk),
                                                         "input": "Find me a flight home from my airport",
@@ -174,7 +174,9 @@ def test_session_context_starts_a_returning_user_with_the_bridge_and_memories(mc
     assert ctx["total_tokens"] <= ctx["budget"] == 2000
     assert [b["session_id"] for b in ctx["bridges"]] == [str(closed.pk)]
     assert bridge.text in ctx["messages"][0]["content"]  # the system message carries the bridge
-    assert str(airport.pk) in [m["memory_id"] for m in ctx["memories"]]
+    # A stated fact is in the standing profile, shown once (retrieval does not repeat it)
+    assert str(airport.pk) in [m["memory_id"] for m in ctx["memories"] + ctx["profile"]]
+    assert airport.text in ctx["messages"][0]["content"]
     assert ctx["messages"][-1] == {"role": "user", "content": "Find me a flight home from my airport"}
     assert ctx["breakdown"]["bridge"] > 0 and ctx["memory_status"] == "ok"
 
@@ -293,8 +295,8 @@ def test_search_as_of_a_past_date_returns_what_held_then(mcp_url, alice, ada):
 
     from memory.actions import memory_remember
 
-    session, _ = session_start(tenant=alice, user=ada)
-    said = messages_record(tenant=alice, session_id=session.pk, enqueue_extraction=False, items=[
+    session, _ = session_open(tenant=alice, user=ada)
+    said = messages_append(tenant=alice, session_id=session.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content="I live in Lisbon.", created_at=datetime(2024, 3, 1, tzinfo=timezone.utc)),
         NewMessage(role="user", content="I live in Porto now.", created_at=datetime(2024, 6, 1, tzinfo=timezone.utc))])
     for message, city in zip(said, ("Lisbon", "Porto")):

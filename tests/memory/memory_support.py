@@ -15,14 +15,14 @@ def record_turns(tenant, user, turns, *, start=MAY_8, extract=True, title=""):
     """turns: [(role, text)] → the stored messages of a new session (closed afterwards is up to the caller)."""
     from orchestration.messages import message_extract
     from sessions.services import NewMessage
-    from orchestration.sessions import session_start
-    from orchestration.messages import messages_record
+    from orchestration.sessions import session_open
+    from orchestration.messages import messages_append
 
-    session, _ = session_start(tenant=tenant, user=user, title=title, opened_at=start)
+    session, _ = session_open(tenant=tenant, user=user, title=title, opened_at=start)
     items = [NewMessage(role=role, content=text, created_at=start + timedelta(seconds=30 * i),
                         name="" if role == "user" else "assistant")
              for i, (role, text) in enumerate(turns)]
-    messages = messages_record(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
+    messages = messages_append(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
     if extract:
         for m in messages:
             message_extract(tenant_id=m.tenant_id, message_id=m.pk)

@@ -32,8 +32,8 @@ def _source(message):
 def world(tenant, user, n: int) -> dict:
     """A user with n of everything a reviewer looks at: sessions with bridges, messages with tool calls and their
     results, memories by kind (some inferred and held for review, some reinforced, superseded, edited)."""
-    from orchestration.messages import messages_record
-    from orchestration.sessions import session_end, session_start
+    from orchestration.messages import messages_append
+    from orchestration.sessions import session_close, session_open
     from sessions.models import BridgeSummary
     from sessions.services import NewMessage
     from tenants.services import end_user_create
@@ -44,11 +44,11 @@ def world(tenant, user, n: int) -> dict:
     tenant.save(update_fields=["review_inferred"])
     sessions = []
     for i in range(n):
-        s, _ = session_start(tenant=tenant, user=user, title=f"trip {i}")
-        session_end(tenant=tenant, session_id=s.pk, finish=False)
+        s, _ = session_open(tenant=tenant, user=user, title=f"trip {i}")
+        session_close(tenant=tenant, session_id=s.pk, finish=False)
         BridgeSummary.objects.unscoped().create(tenant=tenant, session=s, text=f"Bridge of trip {i}: booked.")
         sessions.append(s)
-    session, _ = session_start(tenant=tenant, user=user, title="tools")
+    session, _ = session_open(tenant=tenant, user=user, title="tools")
     items = []
     for i in range(n):
         items += [
@@ -59,7 +59,7 @@ def world(tenant, user, n: int) -> dict:
                 {"memories": [{"id": "x", "kind": "fact", "text": "a", "provenance": "p"}] * 4})),
             NewMessage(role="assistant", content=f"City {i} it is."),
         ]
-    msgs = messages_record(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
+    msgs = messages_append(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
     users_msgs = [m for m in msgs if m.role == "user"]
     memories = []
     for i, m in enumerate(users_msgs):
@@ -407,16 +407,16 @@ def test_view_site_leads_to_a_page_that_exists(alice, root):
 
 
 def test_transcript_marks_bridge_sentences_nothing_in_the_session_supports(alice, dana):
-    from orchestration.messages import messages_record
-    from orchestration.sessions import session_end, session_start
+    from orchestration.messages import messages_append
+    from orchestration.sessions import session_close, session_open
     from sessions.models import BridgeSummary
     from sessions.services import NewMessage
 
-    s, _ = session_start(tenant=alice, user=dana)
-    messages_record(tenant=alice, session_id=s.pk, enqueue_extraction=False, items=[
+    s, _ = session_open(tenant=alice, user=dana)
+    messages_append(tenant=alice, session_id=s.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content="I need a flight from Boston to Denver on Friday."),
         NewMessage(role="assistant", content="I found a Delta flight for $350 with a window seat.")])
-    session_end(tenant=alice, session_id=s.pk, finish=False)
+    session_close(tenant=alice, session_id=s.pk, finish=False)
     BridgeSummary.objects.unscoped().create(tenant=alice, session=s, text=(
         "Goal: a flight from Boston to Denver on Friday. Decided: the Delta flight for $350 with a window seat."))
     page = login(staff_for(alice)).get(f"/admin/chat_sessions/session/{s.pk}/change/").content.decode()

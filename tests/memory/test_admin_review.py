@@ -44,17 +44,17 @@ def data(alice, alice_user, alice_session, bob, bob_user):
     from orchestration.sessions import session_finish as _session_finish
     from sessions.models import SessionLink, SummaryAnchor
     from sessions.services import NewMessage
-    from orchestration.sessions import session_end, session_start
-    from orchestration.messages import messages_record
+    from orchestration.sessions import session_close, session_open
+    from orchestration.messages import messages_append
 
-    msgs = messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
+    msgs = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content="I am vegetarian and I live in Ghent"),
         NewMessage(role="assistant", content="Noted, vegetarian options in Ghent.")])
     SummaryAnchor.objects.unscoped().create(tenant=alice, session=alice_session, first_seq=1, last_seq=2,
                                  text="turns 1-1: user is vegetarian, lives in Ghent")
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
-    later, _ = session_start(tenant=alice, user=alice_user)
+    later, _ = session_open(tenant=alice, user=alice_user)
     SessionLink.objects.unscoped().get_or_create(tenant=alice, from_session=later, to_session=alice_session, kind="same_user")
     return {
         "active": memory_make(alice, alice_user, "The user is vegetarian", kind="preference",

@@ -29,11 +29,11 @@ def word_embedder():
 
 @pytest.fixture
 def sessions(alice, alice_user):
-    from orchestration.sessions import session_end, session_start
+    from orchestration.sessions import session_close, session_open
 
-    first, _ = session_start(tenant=alice, user=alice_user, opened_at=JAN)
-    session_end(tenant=alice, session_id=first.pk, finish=False)
-    second, _ = session_start(tenant=alice, user=alice_user, opened_at=JAN + timedelta(days=30))
+    first, _ = session_open(tenant=alice, user=alice_user, opened_at=JAN)
+    session_close(tenant=alice, session_id=first.pk, finish=False)
+    second, _ = session_open(tenant=alice, user=alice_user, opened_at=JAN + timedelta(days=30))
     return first, second
 
 
@@ -151,12 +151,12 @@ def test_the_api_refuses_bad_filters_with_a_reason(alice_client, alice_user, sto
 
 
 def test_another_tenants_user_or_session_is_not_found(alice_client, bob_client, alice_user, bob, stored, sessions):
-    from orchestration.sessions import session_start
+    from orchestration.sessions import session_open
     from tenants.services import end_user_create
 
     assert bob_client.post(url(alice_user), {"kind": "event"}, format="json").status_code == 404
     bob_user = end_user_create(tenant=bob, external_id="bob-1")
-    bob_session, _ = session_start(tenant=bob, user=bob_user)
+    bob_session, _ = session_open(tenant=bob, user=bob_user)
     r = alice_client.post(url(alice_user), {"session_id": str(bob_session.pk), "dry_run": True}, format="json")
     assert r.status_code == 404
     other = end_user_create(tenant=stored[0].tenant, external_id="alice-2")

@@ -64,9 +64,9 @@ def test_list_rejects_bad_filters_with_400(alice_client, alice_user, memories, q
 
 def test_get_one_with_provenance_and_history(alice, alice_client, alice_user, alice_session):
     from sessions.services import NewMessage
-    from orchestration.messages import messages_record
+    from orchestration.messages import messages_append
 
-    (msg,) = messages_record(tenant=alice, session_id=alice_session.pk,
+    (msg,) = messages_append(tenant=alice, session_id=alice_session.pk,
                              items=[NewMessage(role="user", content="My cat is called Miso")], enqueue_extraction=False)
     m = memory_make(alice, alice_user, "My cat is called Miso", session=alice_session, source_message=msg)
     r = alice_client.get(f"{base(alice_user)}/memories/{m.pk}")
@@ -126,9 +126,9 @@ def test_export_is_json_with_memories_sessions_and_bridges(alice_client, alice_u
 def test_erase_leaves_zero_residue_in_each_store(alice, alice_client, alice_user, alice_session, bob, bob_user):
     from context.buffer import buffer_get
     from sessions.services import NewMessage
-    from orchestration.messages import messages_record
+    from orchestration.messages import messages_append
 
-    messages_record(tenant=alice, session_id=alice_session.pk,
+    messages_append(tenant=alice, session_id=alice_session.pk,
                     items=[NewMessage(role="user", content="I need a hotel in Porto")], enqueue_extraction=False)
     buffer_get(tenant_id=str(alice.pk), user_id=str(alice_user.pk), session_id=str(alice_session.pk))
     mine = [memory_make(alice, alice_user, t) for t in ("I need a hotel in Porto", "My budget is 120 euros")]
@@ -170,8 +170,8 @@ def test_erasing_a_user_deletes_their_keys_by_name_and_no_one_elses(alice, alice
     import redis as redis_lib
 
     from orchestration.erasure import user_erase
-    from orchestration.messages import messages_record as messages_append
-    from orchestration.sessions import session_start as session_open
+    from orchestration.messages import messages_append
+    from orchestration.sessions import session_open
     from sessions.services import NewMessage
     from tenants.services import end_user_create
 

@@ -127,15 +127,15 @@ def test_delete_all_deletes_only_that_users_memories(alice, alice_user):
 
 def test_export_holds_memories_with_provenance_sessions_and_bridges(alice, alice_user, alice_session):
     from sessions.services import NewMessage
-    from orchestration.sessions import session_end
-    from orchestration.messages import messages_record
+    from orchestration.sessions import session_close
+    from orchestration.messages import messages_append
 
-    (msg,) = messages_record(tenant=alice, session_id=alice_session.pk, items=[
+    (msg,) = messages_append(tenant=alice, session_id=alice_session.pk, items=[
         NewMessage(role="user", content="I always fly with KLM")], enqueue_extraction=False)
     m = memory_make(alice, alice_user, "The user always flies with KLM", kind="preference", session=alice_session,
                     source_message=msg, source_message_ids=[str(msg.pk)])
     controls.memory_update_text(tenant=alice, memory=m, text="I always fly with KLM", actor_type="end_user")
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     from orchestration.sessions import session_finish as _session_finish
 
     _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)

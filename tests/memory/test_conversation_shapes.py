@@ -13,7 +13,7 @@ from memory.models import MemoryRecord
 from memory.rendering import memories_block
 from memory.retrieval import memory_retrieve
 from orchestration.context import turn_context
-from orchestration.sessions import session_end
+from orchestration.sessions import session_close
 from sessions.turn_reads import turns_around
 
 from .memory_support import MAY_8, record_turns
@@ -77,7 +77,7 @@ def test_what_the_assistant_suggested_is_found_in_a_later_session_as_said_by_the
         ("assistant", SUGGESTION),
         ("user", "Thanks, that makes sense. I'll also need a table for refunds later."),
     ])
-    session_end(tenant=alice, session_id=first.pk, reason="test")
+    session_close(tenant=alice, session_id=first.pk, reason="test")
     later, _ = record_turns(alice, alice_user, [("user", "Back on the billing work today.")],
                             start=MAY_8 + timedelta(days=3))
 
@@ -116,7 +116,7 @@ def test_one_topic_over_five_sessions_comes_back_from_every_session(alice, alice
     ]
     for i, turns in enumerate(sessions):
         session, _ = record_turns(alice, alice_user, turns, start=MAY_8 + timedelta(days=30 * i))
-        session_end(tenant=alice, session_id=session.pk, reason="test")
+        session_close(tenant=alice, session_id=session.pk, reason="test")
 
     # As a turn asks: the composer's number of memories, in a budget much smaller than the five sessions.
     found = memory_retrieve(tenant=alice, user=alice_user, query="How did my vegetable garden and the tomatoes go?",
@@ -145,7 +145,7 @@ def test_long_neighbouring_turns_are_left_out_so_the_budget_holds_more_hits(alic
         assert count_tokens(reply) > 300
         session, _ = record_turns(alice, alice_user, [("user", ask), ("assistant", reply)],
                                   start=MAY_8 + timedelta(days=7 * i))
-        session_end(tenant=alice, session_id=session.pk, reason="test")
+        session_close(tenant=alice, session_id=session.pk, reason="test")
 
     question = "What did I say about the deploy pipeline's canary step?"
     found = memory_retrieve(tenant=alice, user=alice_user, query=question, k=settings.CONTINUUM_CONTEXT_MEMORY_K,

@@ -265,9 +265,9 @@ def test_forget_applies_the_tenants_retention(alice, alice_user):
 
 def test_repeated_preference_events_become_one_fact_without_an_llm(alice, alice_user, alice_session):
     from sessions.services import NewMessage
-    from orchestration.messages import messages_record
+    from orchestration.messages import messages_append
 
-    msgs = messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
+    msgs = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content=t) for t in ("I prefer aisle seats.", "i prefer aisle seats",
                                                      "I prefer aisle  seats!", "I went to Paris", "I went to Paris")])
     events = [memory_make(alice, alice_user, m.content, kind="event", source_message=m, session=alice_session,
@@ -358,13 +358,13 @@ def test_idle_session_buffers_are_compacted(alice, alice_user, settings):
     from context.buffer import buffer_get
     from sessions.models import Session
     from sessions.services import NewMessage
-    from orchestration.sessions import session_start
-    from orchestration.messages import messages_record
+    from orchestration.sessions import session_open
+    from orchestration.messages import messages_append
 
     from infra.redis_client import Keys, get_redis
 
-    idle, _ = session_start(tenant=alice, user=alice_user)
-    messages_record(tenant=alice, session_id=idle.pk, enqueue_extraction=False, items=[
+    idle, _ = session_open(tenant=alice, user=alice_user)
+    messages_append(tenant=alice, session_id=idle.pk, enqueue_extraction=False, items=[
         NewMessage(role="user" if i % 2 == 0 else "assistant", content=f"turn {i} " + "words " * 40)
         for i in range(10)])
     buffer_get(tenant_id=str(alice.pk), user_id=str(alice_user.pk), session_id=str(idle.pk))

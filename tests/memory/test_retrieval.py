@@ -188,10 +188,10 @@ def test_query_is_input_plus_goal():
 def test_events_of_old_sessions_keep_their_dates_and_session_numbers(alice, alice_user):
     alice.memory_ttl_days = {"event": None}
     alice.save()
-    from orchestration.sessions import session_end
+    from orchestration.sessions import session_close
 
     s1, _ = record_turns(alice, alice_user, [("user", "I adopted a cat called Miso.")])
-    session_end(tenant=alice, session_id=s1.pk)
+    session_close(tenant=alice, session_id=s1.pk)
     record_turns(alice, alice_user, [("user", "Miso learned to open the fridge door.")], start=MAY_8 + timedelta(days=30))
     found = {m.text: m.provenance for m in memory_retrieve(tenant=alice, user=alice_user, query="Miso the cat", k=5)}
     assert found["Ada: I adopted a cat called Miso."] == "you said on 8 May 2023 (session 1)"

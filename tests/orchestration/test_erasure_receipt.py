@@ -10,7 +10,7 @@ from memory.actions import memory_create
 from memory.models import VectorOutbox
 from memory.sources import SourceMessage
 from orchestration.erasure import user_erase
-from orchestration.messages import messages_record
+from orchestration.messages import messages_append
 from sessions.services import NewMessage
 from webhooks.models import WebhookDelivery, WebhookEndpoint
 
@@ -30,7 +30,7 @@ def stored(alice, alice_user, alice_session, bob):
 
     _endpoint(alice)
     _endpoint(bob)
-    messages = messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
+    messages = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content="I live in Porto and work as a nurse."),
         NewMessage(role="assistant", content="Noted.")])
     source = SourceMessage(id=str(messages[0].pk), session_id=str(alice_session.pk), created_at=messages[0].created_at)

@@ -131,7 +131,7 @@ def test_an_import_interrupted_after_its_first_chunk_resumes_with_exact_counts(a
     first = import_job_advance(tenant_id=alice.pk, job_id=job.pk, max_messages=5)
     assert (first.more, first.job.position, first.job.messages_created) == (True, 5, 5)
 
-    real_record, calls = imports.messages_record, []
+    real_record, calls = imports.messages_append, []
 
     def record_then_crash(**kwargs):
         calls.append(1)
@@ -139,7 +139,7 @@ def test_an_import_interrupted_after_its_first_chunk_resumes_with_exact_counts(a
             raise OperationalError("server closed the connection unexpectedly")
         return real_record(**kwargs)
 
-    monkeypatch.setattr(imports, "messages_record", record_then_crash)
+    monkeypatch.setattr(imports, "messages_append", record_then_crash)
     with pytest.raises(OperationalError):
         import_job_advance(tenant_id=alice.pk, job_id=job.pk)
     job.refresh_from_db()
@@ -147,7 +147,7 @@ def test_an_import_interrupted_after_its_first_chunk_resumes_with_exact_counts(a
     assert (job.status, job.position, job.messages_created) == ("running", 10, 10)
     assert _messages(alice, alice_user).count() == 10
 
-    monkeypatch.setattr(imports, "messages_record", real_record)
+    monkeypatch.setattr(imports, "messages_append", real_record)
     from orchestration.tasks import conversations_import_task
 
     conversations_import_task.apply(args=[str(alice.pk), str(job.pk)])  # the redelivered task, chunk by chunk

@@ -11,8 +11,8 @@ import pytest
 from infra.vector_store import get_vector_store
 from memory.actions import memory_create, memory_remember
 from memory.models import MemoryEvent, MemoryRecord
-from orchestration.messages import messages_record, source_of
-from orchestration.sessions import session_start
+from orchestration.messages import messages_append, source_of
+from orchestration.sessions import session_open
 from sessions.models import Message
 from sessions.services import NewMessage
 
@@ -28,13 +28,13 @@ def at(month: int, day: int = 1) -> datetime:
 @pytest.fixture
 def history(alice, alice_user):
     """Two dated sessions with external message ids; memories citing them, one superseded, one plain."""
-    first, _ = session_start(tenant=alice, user=alice_user, title="spring")
-    said = messages_record(tenant=alice, session_id=first.pk, enqueue_extraction=False, items=[
+    first, _ = session_open(tenant=alice, user=alice_user, title="spring")
+    said = messages_append(tenant=alice, session_id=first.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content="I live in Lisbon.", external_id="D1:1", created_at=at(3)),
         NewMessage(role="user", content="I am vegetarian.", external_id="D1:2", created_at=at(3, 2)),
         NewMessage(role="user", content="I work as a nurse.", external_id="D1:3", created_at=at(3, 3))])
-    second, _ = session_start(tenant=alice, user=alice_user, title="summer")
-    later = messages_record(tenant=alice, session_id=second.pk, enqueue_extraction=False, items=[
+    second, _ = session_open(tenant=alice, user=alice_user, title="summer")
+    later = messages_append(tenant=alice, session_id=second.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content="I moved to Porto.", external_id="D2:1", created_at=at(6)),
         NewMessage(role="user", content="I went climbing at Arrabida.", external_id="D2:2", created_at=at(6, 2))])
     memory_remember(tenant=alice, user=alice_user, kind="fact", text="Ada lives in Lisbon.", subject="home city",

@@ -14,10 +14,10 @@ from django.db import transaction
 
 from memory.actions import memory_create
 from memory.sources import SourceMessage
-from orchestration.messages import messages_record
+from orchestration.messages import messages_append
 from orchestration.models import ContextReceipt, ContextReceiptItem
 from orchestration.receipts import receipts_purge, receipts_wait
-from orchestration.sessions import session_start
+from orchestration.sessions import session_open
 from sessions.services import NewMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,15 +34,15 @@ def eager(settings):
 @pytest.fixture
 def remembered(alice, alice_user):
     """An earlier session whose messages are the sources of a dozen memories about one trip."""
-    earlier, _ = session_start(tenant=alice, user=alice_user, title="trip planning")
-    messages = messages_record(tenant=alice, session_id=earlier.pk, enqueue_extraction=False, items=[
+    earlier, _ = session_open(tenant=alice, user=alice_user, title="trip planning")
+    messages = messages_append(tenant=alice, session_id=earlier.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content=f"For the Alps hike I packed {t} and checked them twice.") for t in TOPICS])
     records = [memory_create(tenant=alice, user=alice_user, kind="fact", session_id=earlier.pk,
                              text=f"For the Alps hike Ada packed {t} and checked them twice.",
                              source=SourceMessage(id=str(m.pk), session_id=str(earlier.pk), created_at=m.created_at))
                for t, m in zip(TOPICS, messages)]
     # The session asked about; opening it closes the earlier one, whose finishing work is queued, not run here.
-    current, _ = session_start(tenant=alice, user=alice_user)
+    current, _ = session_open(tenant=alice, user=alice_user)
     return {"records": records, "messages": {str(r.pk): str(m.pk) for r, m in zip(records, messages)},
             "session": current}
 
@@ -147,6 +147,43 @@ def test_a_task_that_runs_twice_writes_one_receipt(alice, alice_user, alice_clie
     assert str(first.pk) == str(again.pk)
     assert ContextReceipt.objects.for_tenant(alice).count() == 1
     assert ContextReceiptItem.objects.for_tenant(alice).count() == first.included_count + first.left_out_count > 0
+
+
+def test_the_receipt_task_counts_the_included_memories_accesses_once(alice, alice_user, alice_client, remembered,
+                                                                     monkeypatch):
+    """One hand-off per context: the receipt's task counts the accesses (none from retrieval itself), and a rerun of
+    the task counts nothing twice."""
+    from memory import tasks as memory_tasks
+    from memory.models import MemoryRecord
+    from orchestration import tasks
+    from orchestration.receipts import receipt_write
+
+    payloads, access_tasks = [], []
+    monkeypatch.setattr(tasks.context_receipt_write_task, "delay", payloads.append)
+    monkeypatch.setattr(memory_tasks.memory_access_record_task, "delay", lambda *a: access_tasks.append(a))
+    monkeypatch.setattr(memory_tasks.memory_access_record_task, "apply_async", lambda *a, **k: access_tasks.append(a))
+    r = _context(alice_client, remembered["session"], input="What did I pack for the Alps hike?")
+    shown = {m["memory_id"] for m in r.json()["memories"]}
+    receipts_wait()
+    assert shown and not access_tasks
+    [payload] = payloads
+    payload = json.loads(json.dumps(payload))
+    receipt_write(payload=payload)
+    receipt_write(payload=payload)
+    counts = dict(MemoryRecord.objects.for_tenant(alice).values_list("id", "access_count"))
+    assert {str(k) for k, n in counts.items() if n} == shown
+    assert all(n in (0, 1) for n in counts.values())
+
+
+def test_without_receipts_retrieval_counts_the_accesses_itself(alice, alice_user, alice_client, remembered, eager,
+                                                               settings):
+    from memory.models import MemoryRecord
+
+    settings.CONTINUUM_RECEIPTS = False
+    r = _context(alice_client, remembered["session"], input="What did I pack for the Alps hike?")
+    shown = {m["memory_id"] for m in r.json()["memories"]}
+    counts = dict(MemoryRecord.objects.for_tenant(alice).values_list("id", "access_count"))
+    assert shown and {str(k) for k, n in counts.items() if n} == shown
 
 
 def test_receipts_of_another_tenants_session_are_404(alice, alice_user, alice_client, bob_client, remembered, eager):

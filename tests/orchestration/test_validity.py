@@ -8,7 +8,7 @@ import pytest
 
 from memory.actions import memory_remember
 from memory.models import MemoryRecord, MemoryStatus
-from orchestration.messages import messages_record, source_of
+from orchestration.messages import messages_append, source_of
 from sessions.services import NewMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -20,7 +20,7 @@ JUNE = datetime(2024, 6, 1, 9, 0, tzinfo=timezone.utc)
 @pytest.fixture
 def moved(alice, alice_user, alice_session):
     """Ada lived in Lisbon (said in March), then moved to Porto (said in June): the second supersedes the first."""
-    said = messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
+    said = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content="I live in Lisbon.", created_at=MARCH),
         NewMessage(role="user", content="I moved, I live in Porto now.", created_at=JUNE)])
     lisbon, outcome = memory_remember(tenant=alice, user=alice_user, kind="fact", text="Ada lives in Lisbon.",

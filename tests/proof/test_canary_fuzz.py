@@ -80,8 +80,8 @@ def _build_world(make_tenant, django_user_model) -> World:
     from memory.actions import memory_create
     from orchestration.sessions import session_finish as _session_finish
     from sessions.services import NewMessage
-    from orchestration.sessions import session_end, session_start
-    from orchestration.messages import messages_record
+    from orchestration.sessions import session_close, session_open
+    from orchestration.messages import messages_append
     from tenants.services import end_user_create
     from webhooks.services import webhook_endpoint_create
 
@@ -105,8 +105,8 @@ def _build_world(make_tenant, django_user_model) -> World:
             endpoint, _ = webhook_endpoint_create(tenant=tenant, url=f"https://hooks.example.com/{c}",
                                                   description=f"hook {c}", include_content=True)
             world.webhooks[(i, j)] = [str(endpoint.pk)]
-            closed, _ = session_start(tenant=tenant, user=user, title=f"trip {c}", opened_at=T0)
-            rows = messages_record(tenant=tenant, session_id=closed.pk, enqueue_extraction=False, items=[
+            closed, _ = session_open(tenant=tenant, user=user, title=f"trip {c}", opened_at=T0)
+            rows = messages_append(tenant=tenant, session_id=closed.pk, enqueue_extraction=False, items=[
                 NewMessage(role="user", content=f"My favourite colour is {c}. I want to book a trip to {c} island.",
                            created_at=T0),
                 NewMessage(role="assistant", content=f"Noted: {c} it is.", created_at=T0 + timedelta(seconds=5)),
@@ -115,10 +115,10 @@ def _build_world(make_tenant, django_user_model) -> World:
             ])
             for m in rows:
                 message_extract(tenant_id=m.tenant_id, message_id=m.pk)
-            session_end(tenant=tenant, session_id=closed.pk)
+            session_close(tenant=tenant, session_id=closed.pk)
             _session_finish(tenant_id=closed.tenant_id, session_id=closed.pk)
-            opened, _ = session_start(tenant=tenant, user=user, opened_at=T0 + timedelta(days=1))
-            rows += messages_record(tenant=tenant, session_id=opened.pk, enqueue_extraction=False, items=[
+            opened, _ = session_open(tenant=tenant, user=user, opened_at=T0 + timedelta(days=1))
+            rows += messages_append(tenant=tenant, session_id=opened.pk, enqueue_extraction=False, items=[
                 NewMessage(role="user", content=f"Remind me about {c} please.", created_at=T0 + timedelta(days=1))])
             record = memory_create(tenant=tenant, user=user, kind="fact", text=f"Pat's codename is {c}.",
                                    confidence=0.9)

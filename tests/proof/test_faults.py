@@ -122,16 +122,16 @@ def test_worker_killed_mid_bridges_leaves_exactly_one_bridge_per_closed_session(
                                                                                 _redis_prefix):
     from sessions.models import BridgeSummary, Message, Session
     from sessions.services import NewMessage
-    from orchestration.sessions import session_end, session_start
-    from orchestration.messages import messages_record
+    from orchestration.sessions import session_close, session_open
+    from orchestration.messages import messages_append
     from tenants.services import end_user_create
 
     sessions = []
     for n in range(24):
         user = end_user_create(tenant=alice, external_id=f"killed-{n}", display_name=f"User {n}")
-        session, _ = session_start(tenant=alice, user=user, opened_at=T0)
+        session, _ = session_open(tenant=alice, user=user, opened_at=T0)
         # Extraction is left to the bridge task (it enqueues what is still pending), so bridges lead the queue.
-        messages_record(tenant=alice, session_id=session.pk, enqueue_extraction=False, items=[
+        messages_append(tenant=alice, session_id=session.pk, enqueue_extraction=False, items=[
             NewMessage(role="user", content=f"I need a hotel in Lisbon for {n + 2} nights, under $200.",
                        created_at=T0),
             NewMessage(role="assistant", content="Here are three options near the river.", created_at=T0),
@@ -143,7 +143,7 @@ def test_worker_killed_mid_bridges_leaves_exactly_one_bridge_per_closed_session(
     worker.start()
     try:
         for sid in sessions:
-            session_end(tenant=alice, session_id=sid)
+            session_close(tenant=alice, session_id=sid)
         written = _wait(lambda: BridgeSummary.objects.unscoped().filter(session_id__in=sessions).count() >= 3,
                         timeout=180, what=lambda: f"the first bridges (worker log:\n{worker.tail()})")
         # The worker takes its next task right after acknowledging the last one: kill it inside a task, not in
@@ -262,8 +262,8 @@ def _world_for_tasks(alice, alice_user, settings) -> dict:
     from memory.models import MemoryRecord, VectorOutbox
     from memory.actions import memory_create
     from sessions.services import NewMessage
-    from orchestration.sessions import session_end, session_start
-    from orchestration.messages import messages_record
+    from orchestration.sessions import session_close, session_open
+    from orchestration.messages import messages_append
 
     # A webhook endpoint whose receiver is down, so every change below leaves a delivery to retry.
     from webhooks.models import WebhookDelivery
@@ -272,15 +272,15 @@ def _world_for_tasks(alice, alice_user, settings) -> dict:
     settings.WEBHOOK_ALLOW_PRIVATE_TARGETS = True
     webhook_endpoint_create(tenant=alice, url=f"http://127.0.0.1:{_free_port()}/hook")
     # A finished conversation (extraction, bridge, anchors still to do) and an idle open one.
-    closed, _ = session_start(tenant=alice, user=alice_user, opened_at=T0 - timedelta(days=400))
-    rows = messages_record(tenant=alice, session_id=closed.pk, enqueue_extraction=False, items=[
+    closed, _ = session_open(tenant=alice, user=alice_user, opened_at=T0 - timedelta(days=400))
+    rows = messages_append(tenant=alice, session_id=closed.pk, enqueue_extraction=False, items=[
         NewMessage(role="user" if i % 2 == 0 else "assistant",
                    content=(f"I want to fly from Boston to Denver on day {i}. I prefer aisle seats." if i % 2 == 0
                             else "Noted, looking for flights."),
                    created_at=T0 - timedelta(days=400) + timedelta(minutes=i))
         for i in range(30)])
-    session_end(tenant=alice, session_id=closed.pk)
-    session_start(tenant=alice, user=alice_user, opened_at=T0 - timedelta(days=300))
+    session_close(tenant=alice, session_id=closed.pk)
+    session_open(tenant=alice, user=alice_user, opened_at=T0 - timedelta(days=300))
     # Memories for the lifecycle jobs: duplicates to merge, repeated events to consolidate, old ones to decay
     # and forget, one already expired.
     old = T0 - timedelta(days=900)

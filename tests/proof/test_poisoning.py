@@ -39,13 +39,13 @@ DETECTED_WITH_PAYLOAD_KEPT = 4
 
 def _record(tenant, user, texts, *, start=T0):
     from sessions.services import NewMessage
-    from orchestration.sessions import session_start
-    from orchestration.messages import messages_record
+    from orchestration.sessions import session_open
+    from orchestration.messages import messages_append
 
-    session, _ = session_start(tenant=tenant, user=user, opened_at=start)
+    session, _ = session_open(tenant=tenant, user=user, opened_at=start)
     items = [NewMessage(role="user", content=t, created_at=start + timedelta(seconds=30 * i))
              for i, t in enumerate(texts)]
-    return session, messages_record(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
+    return session, messages_append(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
 
 
 def _memories_from(message):
@@ -145,14 +145,16 @@ def test_retrieved_memories_are_rendered_only_inside_the_data_block(alice, alice
     """Memories are planted directly (as if a filter had missed them), then composed into a turn's context."""
     from memory.actions import memory_create
     from orchestration.context import turn_context
-    from orchestration.sessions import session_start
+    from orchestration.sessions import session_open
 
     for text in HOSTILE_MEMORIES:
         memory_create(tenant=alice, user=alice_user, kind="fact", text=text, confidence=0.9)
-    session, _ = session_start(tenant=alice, user=alice_user)
+    session, _ = session_open(tenant=alice, user=alice_user)
     ctx = turn_context(tenant=alice, session=session, new_input="What do you remember about Porto?")
     assert ctx.memory_status == "ok"
-    assert ctx.memories, "retrieval found none of the planted memories"
+    # Stated facts are the user's standing profile too: what the profile shows, retrieval does not show again.
+    shown = [m.text for m in ctx.memories] + [e.text for e in ctx.profile]
+    assert len(shown) >= len(HOSTILE_MEMORIES) - 1, "the context shows few of the planted memories"
     system = [m for m in ctx.messages if m["role"] == "system"]
     assert len(system) == 1
     content = system[0]["content"]
@@ -162,14 +164,14 @@ def test_retrieved_memories_are_rendered_only_inside_the_data_block(alice, alice
     start, end = content.index("<memories>"), content.index("</memories>")
     assert start < end
     inside, outside = content[start:end], content[:start] + content[end:]
-    for memory in ctx.memories:
-        core = re.sub(r"<\s*/?\s*memories\s*>", "", memory.text, flags=re.I).strip()[:25]
-        assert core in inside, memory.text
-        assert core not in outside, memory.text
+    for text in shown:
+        core = re.sub(r"<\s*/?\s*memories\s*>", "", text, flags=re.I).strip()[:25]
+        assert core in inside, text
+        assert core not in outside, text
     # Nothing of any memory leaks into the other messages (recent turns, the input).
     for m in ctx.messages[1:]:
         assert "Porto is lovely" not in (m.get("content") or "")
-    print(f"\ndata block figure: {len(ctx.memories)} retrieved memories, all inside the one <memories> block")
+    print(f"\ndata block figure: {len(shown)} memories (profile and retrieved), all inside the one <memories> block")
 
 
 # --- the secrets golden set, end to end ---------------------------------------------------------------------------

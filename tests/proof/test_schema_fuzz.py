@@ -56,16 +56,16 @@ def world(make_tenant):
     """One tenant with real objects, so fuzzed ids sometimes name something that exists."""
     from sessions.models import ImportJob
     from sessions.services import NewMessage
-    from orchestration.sessions import session_start
-    from orchestration.messages import messages_record
+    from orchestration.sessions import session_open
+    from orchestration.messages import messages_append
     from tenants.services import end_user_create
 
     tenant = make_tenant("Fuzz", requests_per_minute=1_000_000, tokens_per_minute=10_000_000)
     ids = defaultdict(list)
     for n in range(3):
         user = end_user_create(tenant=tenant, external_id=f"fuzz-user-{n}")
-        session, _ = session_start(tenant=tenant, user=user)
-        rows = messages_record(tenant=tenant, session_id=session.id, items=[
+        session, _ = session_open(tenant=tenant, user=user)
+        rows = messages_append(tenant=tenant, session_id=session.id, items=[
             NewMessage(role="user", content=f"I live in Lisbon and my dog is called Rex {n}."),
             NewMessage(role="assistant", content="Noted."),
         ])

@@ -54,8 +54,7 @@ class CallCounter:
 @pytest.fixture
 def real_llm(settings, real_model_id, monkeypatch):
     """Continuum configured for the real local model, with timeouts that fit a CPU model; yields a call counter."""
-    from assistant import react
-    from infra import llm
+    from infra import llm, llm_chat
     from infra.local_profile import profile_apply
 
     settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_API_KEY = _base_url(), real_model_id, ""
@@ -64,7 +63,7 @@ def real_llm(settings, real_model_id, monkeypatch):
     llm._client.cache_clear()
     counter = CallCounter()
     monkeypatch.setattr(llm, "chat_completion_send", counter.wrap(llm.chat_completion_send))
-    monkeypatch.setattr(react, "chat_completion_send", counter.wrap(react.chat_completion_send))
+    monkeypatch.setattr(llm_chat, "chat_completion_send", counter.wrap(llm_chat.chat_completion_send))
     yield counter
     llm._client.cache_clear()
 

@@ -8,8 +8,8 @@ import pytest
 
 from orchestration.messages import message_extract
 from memory.models import MemoryRecord
-from orchestration.messages import messages_record
-from orchestration.sessions import session_end
+from orchestration.messages import messages_append
+from orchestration.sessions import session_close
 from orchestration.sessions import session_finish
 from sessions.models import BridgeSummary
 from sessions.services import NewMessage
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.real_llm, pytest.mark.django_db(transaction=True)]
 
 
 def test_extraction_stores_the_users_facts_with_provenance(real_llm, alice, alice_user, alice_session):
-    message = messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
+    message = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content="I'm allergic to peanuts, and my daughter Mia starts school in Lisbon "
                                         "in September.")])[0]
     message_extract(tenant_id=message.tenant_id, message_id=message.pk)
@@ -35,9 +35,9 @@ def test_closing_a_session_writes_an_abstractive_bridge(real_llm, alice, alice_s
     turns = [("I need a flight from SFO to Newark next Tuesday, under $400.", "Sure: SFO to Newark, under $400."),
              ("I prefer aisle seats and never United.", "Noted: aisle seat, no United.")]
     for user, assistant in turns:
-        messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
+        messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
                         items=[NewMessage(role="user", content=user), NewMessage(role="assistant", content=assistant)])
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     bridge = session_finish(tenant_id=alice.pk, session_id=alice_session.pk) or BridgeSummary.objects.unscoped().get(session=alice_session)
     assert len([c for c in real_llm.calls if c.get("response_format")]) == 1
     assert bridge.method == "abstractive", bridge.text

@@ -12,7 +12,7 @@ from context.anchors import anchor_plan, anchors_fold, extractive_summary, sente
 from context.buffer import buffer_get
 from sessions.models import SummaryAnchor
 from sessions.services import NewMessage
-from orchestration.messages import messages_record
+from orchestration.messages import messages_append
 from context.tasks import anchor_fold_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,7 +41,7 @@ def ids(session) -> dict:
 
 def converse(tenant, session, user_turns, reply="Noted."):
     for text in user_turns:
-        messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+        messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
                         items=[NewMessage(role="user", content=text), NewMessage(role="assistant", content=reply)])
 
 

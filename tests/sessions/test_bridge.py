@@ -19,8 +19,8 @@ from context.buffer import buffer_add_subgoal, buffer_complete_subgoal, buffer_g
 from sessions.models import BridgeSummary, Session
 from sessions.services import NewMessage
 from orchestration.sessions import session_finish as _session_finish
-from orchestration.sessions import session_end
-from orchestration.messages import messages_record
+from orchestration.sessions import session_close
+from orchestration.messages import messages_append
 from orchestration.tasks import session_finish_task as bridge_write_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,7 +35,7 @@ def flight_chat(tenant, session):
              ("I prefer aisle seats. Let's go with the Delta flight.", "Booked seat 14C."),
              ("Should I add checked luggage?", "That depends on how long you stay.")]
     for user, assistant in turns:
-        messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+        messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
                         items=[NewMessage(role="user", content=user), NewMessage(role="assistant", content=assistant)])
 
 
@@ -68,7 +68,7 @@ def worker():
 
 def test_extractive_bridge_states_goal_found_decided_open(alice, alice_session, extract_calls):
     flight_chat(alice, alice_session)
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
     assert b.method == "extractive"
     sentences = [s for s in re.split(r"(?<=[.?])\s+(?=[A-Z])", b.text) if s]
@@ -85,7 +85,7 @@ def test_bridge_uses_the_buffer_notes_and_subgoals(alice, alice_session, extract
     buffer_update_notes(**ids(alice_session), key_findings=["Delta DL123 at $350"], open_questions=["Hotel?"])
     buffer_add_subgoal(**ids(alice_session), text="Pick a seat")
     buffer_complete_subgoal(**ids(alice_session), text="Pick a seat")
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
     assert "Found: Delta DL123 at $350" in b.text and "Pick a seat" in b.text and "Still open: Hotel?" in b.text
 
@@ -94,10 +94,10 @@ def test_closing_finishes_extraction_and_drops_the_buffer(alice, alice_session, 
     from infra.redis_client import Keys, get_redis
 
     flight_chat(alice, alice_session)
-    messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
+    messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
                     items=[NewMessage(role="system", content="Answer briefly.")])
     buffer_get(**ids(alice_session))
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
     # The user's and the assistant's messages go to extraction; the others (a system message) are stored already
     # marked extracted, with no task.
@@ -116,7 +116,7 @@ def test_no_bridge_for_an_open_or_missing_session(alice_session, extract_calls):
 
 def test_racing_writers_leave_one_bridge(alice, alice_session, extract_calls, monkeypatch):
     flight_chat(alice, alice_session)
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     barrier = threading.Barrier(4)
     real = bridge_mod._compose
 
@@ -147,7 +147,7 @@ def test_racing_writers_leave_one_bridge(alice, alice_session, extract_calls, mo
 
 def test_the_task_run_twice_writes_one_bridge(alice, alice_session, extract_calls):
     flight_chat(alice, alice_session)
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     first = bridge_write_task.apply(args=[str(alice_session.tenant_id), str(alice_session.pk)]).get()
     second = bridge_write_task.apply(args=[str(alice_session.tenant_id), str(alice_session.pk)]).get()
     assert first == second
@@ -172,7 +172,7 @@ def test_abstractive_bridge_with_an_llm(alice, alice_session, extract_calls, set
                          "seat 14C. Checked luggage is still open."}
     route = _model_answers(answer)
     flight_chat(alice, alice_session)
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
     assert b.method == "abstractive" and b.text == answer["summary"]
     assert b.goal == "Fly SFO to NYC next Tuesday under $400" and b.details["decided"] == "Delta, aisle 14C"
@@ -209,7 +209,7 @@ def test_the_task_delivered_twice_to_a_worker_writes_one_bridge(alice, alice_ses
     real = tasks_mod.buffer_delete
     monkeypatch.setattr(tasks_mod, "buffer_delete", lambda **kw: (real(**kw), runs.append(1)))
     flight_chat(alice, alice_session)
-    session_end(tenant=alice, session_id=alice_session.pk)  # enqueues one on commit
+    session_close(tenant=alice, session_id=alice_session.pk)  # enqueues one on commit
     bridge_write_task.delay(str(alice_session.tenant_id), str(alice_session.pk))
     bridge_write_task.delay(str(alice_session.tenant_id), str(alice_session.pk))
     assert wait_for(lambda: len(runs) == 3), runs
@@ -230,7 +230,7 @@ def test_a_task_failing_after_partial_work_is_retried_into_one_bridge(alice, ali
 
     monkeypatch.setattr(tasks_mod, "messages_pending_extraction", crash_once)
     flight_chat(alice, alice_session)
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     # the user's and the assistant's messages
     assert wait_for(lambda: len(attempts) >= 2 and len(extract_calls) == 6, timeout=40), attempts
     assert attempts[:2] == [1, 1]  # the bridge existed when the first attempt died, and the retry reused it
@@ -248,11 +248,11 @@ def test_an_abstractive_bridge_that_runs_on_keeps_its_first_distinct_sentences(a
     answer = {"summary": looping, "goal": "Fly to Newark", "found": "", "decided": "Newark", "open": ""}
     _model_answers(answer)
     flight_chat(alice, alice_session)
-    messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
+    messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
                     items=[NewMessage(role="user", content="Change the destination to Newark."),
                            NewMessage(role="assistant", content="Done: the goal is still a flight; the destination "
                                                                 "changed to Newark.")])
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
     assert b.method == "abstractive"
     assert b.text == ("The user asked for a flight from SFO to NYC. The user changed the destination to Newark. "
@@ -269,7 +269,7 @@ def test_an_abstractive_bridge_keeps_only_what_the_session_supports(alice, alice
                "The user also wants a hotel near Central Park with a gym.")
     _model_answers({"summary": summary, "goal": "Fly SFO to NYC", "found": "", "decided": "",
                     "open": "A hotel near Central Park"})
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
     assert b.method == "abstractive"
     assert b.text == "The user needs a flight from SFO to NYC next Tuesday under $400."
@@ -283,6 +283,6 @@ def test_an_abstractive_bridge_with_nothing_supported_is_written_extractively(al
     flight_chat(alice, alice_session)
     _model_answers({"summary": "The assistant found a flight to Newark, but the user still wants other options.",
                     "goal": "", "found": "", "decided": "", "open": ""})
-    session_end(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)
     b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
     assert b.method == "extractive" and b.text.startswith("Goal: I need a flight from SFO to NYC")

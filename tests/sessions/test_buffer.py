@@ -15,7 +15,7 @@ from context.buffer import (buffer_add_facts, buffer_add_subgoal, buffer_append_
                              buffer_update_notes)
 from sessions.models import Message, Session, SummaryAnchor
 from sessions.services import NewMessage
-from orchestration.messages import messages_record
+from orchestration.messages import messages_append
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +30,7 @@ def raw_doc(session) -> dict | None:
 
 
 def say(tenant, session, *texts, role="user"):
-    return messages_record(tenant=tenant, session_id=session.pk,
+    return messages_append(tenant=tenant, session_id=session.pk,
                            items=[NewMessage(role=role, content=t) for t in texts], enqueue_extraction=False)
 
 

@@ -19,7 +19,7 @@ from infra.errors import ServiceUnavailable, ValidationFailed
 from infra.tokens import count_message_tokens, count_tokens
 from memory.retrieval import RetrievedMemory
 from orchestration.context import turn_context
-from orchestration.messages import messages_record
+from orchestration.messages import messages_append
 from sessions.services import NewMessage
 
 
@@ -36,7 +36,7 @@ def ids(session) -> dict:
 
 def say(tenant, session, *pairs):
     for user, assistant in pairs:
-        messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+        messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
                         items=[NewMessage(role="user", content=user), NewMessage(role="assistant", content=assistant)])
 
 
@@ -92,7 +92,7 @@ def test_retrieval_down_marks_memories_unavailable(alice, alice_session, monkeyp
 @pytest.mark.django_db(transaction=True)
 def test_an_input_already_appended_appears_once(alice, alice_session):
     say(alice, alice_session, ("first", "reply"))
-    messages_record(tenant=alice, session_id=alice_session.pk, items=[NewMessage(role="user", content="second")],
+    messages_append(tenant=alice, session_id=alice_session.pk, items=[NewMessage(role="user", content="second")],
                     enqueue_extraction=False)
     alice_session.refresh_from_db()
     ctx = turn_context(tenant=alice, session=alice_session, new_input="second")
@@ -124,7 +124,7 @@ def test_lower_priority_sections_shrink_first(alice, alice_session, monkeypatch)
 @pytest.mark.django_db(transaction=True)
 def test_tool_messages_stay_paired_with_their_calls(alice, alice_session):
     call = {"id": "call_1", "type": "function", "function": {"name": "search", "arguments": "{\"q\": \"x\"}"}}
-    messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
+    messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content="look it up"),
         NewMessage(role="assistant", content="", tool_calls=[call]),
         NewMessage(role="tool", content="result", tool_call_id="call_1", name="search"),

@@ -5,7 +5,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from infra.tokens import count_message_tokens
-from orchestration.messages import messages_record
+from orchestration.messages import messages_append
 from sessions.services import NewMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -18,7 +18,7 @@ def url(session_id, **params) -> str:
 
 
 def test_context_returns_messages_breakdown_and_budget(alice, alice_client, alice_session):
-    messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
+    messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
                     items=[NewMessage(role="user", content="I need a flight to Oslo on Friday."),
                            NewMessage(role="assistant", content="Found SAS at 9am for $210.")])
     r = alice_client.get(url(alice_session.pk, input="Is there a later one?", budget=2000))

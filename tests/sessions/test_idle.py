@@ -9,8 +9,8 @@ from infra import clock
 from orchestration.sessions import sessions_close_idle
 from sessions.models import Session
 from sessions.services import NewMessage
-from orchestration.sessions import session_start
-from orchestration.messages import messages_record
+from orchestration.sessions import session_open
+from orchestration.messages import messages_append
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,8 +27,8 @@ def users(tenant, n):
 
 def test_idle_sessions_close_by_their_tenants_timeout(make_tenant, bridge_calls):
     brisk, patient = make_tenant("Brisk", idle_timeout_minutes=30), make_tenant("Patient", idle_timeout_minutes=120)
-    a, b = (session_start(tenant=brisk, user=u)[0] for u in users(brisk, 2))
-    c = session_start(tenant=patient, user=users(patient, 1)[0])[0]
+    a, b = (session_open(tenant=brisk, user=u)[0] for u in users(brisk, 2))
+    c = session_open(tenant=patient, user=users(patient, 1)[0])[0]
     quiet_for(a, 31)
     quiet_for(b, 10)
     quiet_for(c, 60)
@@ -41,7 +41,7 @@ def test_idle_sessions_close_by_their_tenants_timeout(make_tenant, bridge_calls)
 
 
 def test_idle_close_is_bounded_per_run(alice, bridge_calls):
-    sessions = [session_start(tenant=alice, user=u)[0] for u in users(alice, 3)]
+    sessions = [session_open(tenant=alice, user=u)[0] for u in users(alice, 3)]
     for s in sessions:
         quiet_for(s, 45)
     assert sessions_close_idle(limit=2) == {"closed": 2, "more": True}
@@ -51,7 +51,7 @@ def test_idle_close_is_bounded_per_run(alice, bridge_calls):
 
 def test_a_message_keeps_a_session_open(alice, alice_session, bridge_calls):
     quiet_for(alice_session, 45)
-    messages_record(tenant=alice, session_id=alice_session.pk, items=[NewMessage(role="user", content="still here")],
+    messages_append(tenant=alice, session_id=alice_session.pk, items=[NewMessage(role="user", content="still here")],
                     enqueue_extraction=False)
     assert sessions_close_idle() == {"closed": 0, "more": False}
     assert Session.objects.unscoped().get(pk=alice_session.pk).state == "open"

@@ -7,9 +7,9 @@ from orchestration.sessions import session_finish as _session_finish
 from context.links import reference_in
 from sessions.models import Session, SessionLink
 from sessions.services import NewMessage
-from orchestration.sessions import session_end, session_start
+from orchestration.sessions import session_close, session_open
 from orchestration.context import turn_context
-from orchestration.messages import messages_record
+from orchestration.messages import messages_append
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,14 +23,14 @@ def _quiet(settings, extract_calls, bridge_calls):
 
 def chat(tenant, session, *texts):
     for text in texts:
-        messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+        messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
                         items=[NewMessage(role="user", content=text)])
 
 
 def past_session(tenant, user, *texts) -> Session:
-    session, _ = session_start(tenant=tenant, user=user)
+    session, _ = session_open(tenant=tenant, user=user)
     chat(tenant, session, *texts)
-    session_end(tenant=tenant, session_id=session.pk)
+    session_close(tenant=tenant, session_id=session.pk)
     _session_finish(tenant_id=session.tenant_id, session_id=session.pk)
     return session
 
@@ -58,12 +58,12 @@ def test_reference_phrases():
 
 
 def test_a_new_session_links_to_the_previous_one(alice, alice_user, history):
-    session, _ = session_start(tenant=alice, user=alice_user)
+    session, _ = session_open(tenant=alice, user=alice_user)
     assert kinds(session) == {"same_user": str(history["groceries"].pk)}
 
 
 def test_first_message_links_a_similar_goal(alice, alice_user, history):
-    session, _ = session_start(tenant=alice, user=alice_user)
+    session, _ = session_open(tenant=alice, user=alice_user)
     chat(session.tenant, session, "I need a flight to Lisbon in June.")
     links = kinds(session)
     assert links["similar_goal"] == str(history["lisbon"].pk)
@@ -74,13 +74,13 @@ def test_first_message_links_a_similar_goal(alice, alice_user, history):
 
 
 def test_first_message_links_the_referenced_session(alice, alice_user, history):
-    session, _ = session_start(tenant=alice, user=alice_user)
+    session, _ = session_open(tenant=alice, user=alice_user)
     chat(session.tenant, session, "Can you check again on the hotel we discussed?")
     assert kinds(session)["referenced_context"] == str(history["tokyo"].pk)
 
 
 def test_like_last_time_refers_to_the_latest_session(alice, alice_user, history):
-    session, _ = session_start(tenant=alice, user=alice_user)
+    session, _ = session_open(tenant=alice, user=alice_user)
     chat(session.tenant, session, "Same as last time please.")
     assert kinds(session)["referenced_context"] == str(history["groceries"].pk)
 
@@ -89,17 +89,17 @@ def test_no_links_to_other_users_or_tenants(alice, alice_user, bob, history):
     from tenants.services import end_user_create
 
     other = end_user_create(tenant=alice, external_id="someone-else")
-    session, _ = session_start(tenant=alice, user=other)
+    session, _ = session_open(tenant=alice, user=other)
     chat(alice, session, "I need a flight to Lisbon in May, under $500.")
     assert kinds(session) == {}
     bob_user = end_user_create(tenant=bob, external_id="bob-user")
-    bob_session, _ = session_start(tenant=bob, user=bob_user)
+    bob_session, _ = session_open(tenant=bob, user=bob_user)
     chat(bob, bob_session, "I need a flight to Lisbon in May, like last time.")
     assert kinds(bob_session) == {}
 
 
 def test_the_linked_bridges_are_injected_on_the_first_turn_only(alice, alice_user, history):
-    session, _ = session_start(tenant=alice, user=alice_user)
+    session, _ = session_open(tenant=alice, user=alice_user)
     # asked before the first message is stored: links are worked out on the fly
     ctx = turn_context(tenant=alice, session=session, new_input="Rebook the flight we discussed, to Lisbon",
                           include_memories=False)
@@ -112,7 +112,7 @@ def test_the_linked_bridges_are_injected_on_the_first_turn_only(alice, alice_use
     assert ctx.breakdown["bridge"] > 0
 
     chat(alice, session, "Rebook the flight we discussed, to Lisbon")
-    messages_record(tenant=alice, session_id=session.pk, enqueue_extraction=False,
+    messages_append(tenant=alice, session_id=session.pk, enqueue_extraction=False,
                     items=[NewMessage(role="assistant", content="Sure.")])
     session.refresh_from_db()
     later = turn_context(tenant=alice, session=session, new_input="Thanks", include_memories=False)
@@ -121,7 +121,7 @@ def test_the_linked_bridges_are_injected_on_the_first_turn_only(alice, alice_use
 
 
 def test_links_api_lists_links_with_bridges(alice, alice_client, alice_user, history):
-    session, _ = session_start(tenant=alice, user=alice_user)
+    session, _ = session_open(tenant=alice, user=alice_user)
     chat(alice, session, "I need a flight to Lisbon in June.")
     r = alice_client.get(f"/api/v1/sessions/{session.pk}/links")
     assert r.status_code == 200, r.content

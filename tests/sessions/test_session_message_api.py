@@ -214,17 +214,22 @@ def test_tool_calls_and_tool_results_may_have_empty_content(alice_client, alice_
 
 
 def test_recording_a_message_takes_one_transaction_without_savepoints(alice, alice_session):
-    """A turn records twice (the input, then the loop's messages): each is BEGIN, the locked session read, the
-    insert, the counter update, COMMIT; a savepoint around the insert was two more round trips each time."""
+    """A turn records twice (the input, then the loop's messages): each is BEGIN, the counter update that locks the
+    session and returns it, the insert, COMMIT; a savepoint around the insert was two more round trips each time,
+    and a locked read before the update one more."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from orchestration.messages import messages_record
+    from orchestration.messages import messages_append
     from sessions.services import NewMessage
 
     with CaptureQueriesContext(connection) as queries:
-        rows = messages_record(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
+        rows = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
                                items=[NewMessage(role="user", content="I prefer aisle seats.")])
     statements = [q["sql"].split()[0].upper() for q in queries.captured_queries]
     assert rows and "SAVEPOINT" not in statements and "RELEASE" not in statements, statements
-    assert statements[:2] == ["BEGIN", "SELECT"] and "INSERT" in statements and "COMMIT" in statements
+    # (what follows COMMIT is the fan-out after commit: the buffer's reads)
+    assert statements[:statements.index("COMMIT") + 1] == ["BEGIN", "UPDATE", "INSERT", "COMMIT"], statements
+    assert [m.seq for m in rows] == [alice_session.message_seq + 1]
+    alice_session.refresh_from_db()
+    assert alice_session.message_seq == rows[-1].seq

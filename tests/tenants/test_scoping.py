@@ -76,9 +76,9 @@ def test_a_read_by_primary_key_alone_raises(alice, alice_session):
 
 
 def test_related_managers_are_scoped_by_their_parent_row(alice_session):
-    from orchestration.messages import messages_record
+    from orchestration.messages import messages_append
     from sessions.services import NewMessage
 
-    messages_record(tenant=alice_session.tenant, session_id=alice_session.pk,
+    messages_append(tenant=alice_session.tenant, session_id=alice_session.pk,
                     items=[NewMessage(role="user", content="hello there")], enqueue_extraction=False)
     assert [m.content for m in alice_session.messages.all()] == ["hello there"]

@@ -10,8 +10,8 @@ from django.db import transaction
 from memory import actions
 from memory.models import MemoryRecord
 from memory.sources import SourceMessage
-from orchestration.messages import messages_record
-from orchestration.sessions import session_end, session_start
+from orchestration.messages import messages_append
+from orchestration.sessions import session_close, session_open
 from sessions.services import NewMessage
 from webhooks.events import webhook_event_emit
 from webhooks.models import WebhookDelivery
@@ -29,7 +29,7 @@ def _body(delivery) -> dict:
 
 
 def _source_message(tenant, session):
-    (message,) = messages_record(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
+    (message,) = messages_append(tenant=tenant, session_id=session.pk, enqueue_extraction=False,
                                  items=[NewMessage(role="user", content=MESSAGE_TEXT)])
     return SourceMessage(id=str(message.pk), session_id=str(session.pk), created_at=message.created_at,
                          content=message.content)
@@ -143,8 +143,8 @@ def test_closing_a_session_writing_its_bridge_and_erasing_the_user_emit_once_eac
     monkeypatch.setattr(message_extract_task, "delay", lambda *args: None)  # extraction is not under test here
 
     _source_message(alice, alice_session)
-    session_end(tenant=alice, session_id=alice_session.pk)
-    session_end(tenant=alice, session_id=alice_session.pk)  # closing twice closes once
+    session_close(tenant=alice, session_id=alice_session.pk)
+    session_close(tenant=alice, session_id=alice_session.pk)  # closing twice closes once
     session_finish(tenant_id=alice.pk, session_id=alice_session.pk)
     session_finish(tenant_id=alice.pk, session_id=alice_session.pk)  # the bridge exists: nothing new
     (closed,) = _deliveries(alice, event_type="session.closed")
@@ -185,7 +185,7 @@ def test_a_session_closed_by_a_new_open_or_the_idle_job_is_announced(alice, alic
     from infra import clock
     from orchestration.sessions import sessions_close_idle
 
-    second, _ = session_start(tenant=alice, user=alice_user)  # the tenant's policy closes the first
+    second, _ = session_open(tenant=alice, user=alice_user)  # the tenant's policy closes the first
     sessions_close_idle(now=clock.now() + timedelta(hours=2))
     got = {_body(d)["data"]["session_id"]: _body(d)["data"]["close_reason"]
            for d in _deliveries(alice, event_type="session.closed")}

@@ -1,0 +1,203 @@
+"""The session's and the message's admin pages: a transcript with tool calls in words and the memories drawn from each
+message, the bridge with its support, and closing a session through orchestration. They read the assistant's,
+context's and orchestration's code, so they sit here, above everything they show; read-only and tenant-scoped."""
+from __future__ import annotations
+
+import json
+
+from django.contrib import admin, messages
+from django.template.loader import render_to_string
+from django.utils.html import format_html
+
+from assistant.tools import outcome_summary
+from context.bridge_support import bridge_support
+from orchestration.sessions import session_close
+from orchestration.transcript import transcript_memories, transcript_select
+from sessions.admin import SessionUserFilter
+from sessions.models import Message, Session, SessionLink, SummaryAnchor
+from tenants.admin import (ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
+                           UserFilterMediaMixin, admin_link, changelist_link, user_filter, wide_text)
+
+# The transcript shown on a session's page; longer sessions show their first turns and a count.
+TRANSCRIPT_LIMIT = 500
+MessageUserFilter = user_filter("session__user", ("chat_sessions", "session", "user"))
+
+
+def _arguments_render(arguments, limit: int = 60) -> str:
+    """recall(query="aisle seats", k=3): each value cut to `limit` characters."""
+    if not isinstance(arguments, dict):
+        text = str(arguments)
+        return text if len(text) <= limit else text[:limit - 1] + "…"
+    parts = []
+    for key, value in arguments.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = text if len(text) <= limit else text[:limit - 1] + "…"
+        parts.append(f'{key}="{text}"' if isinstance(value, str) else f"{key}={text}")
+    return ", ".join(parts)
+
+
+def _result_render(call) -> str:
+    """What a call returned, in a few words: "4 memories", "stored (inferred): …", "error: …"."""
+    if not call.answered:
+        return "no answer recorded"
+    result = call.result
+    if not isinstance(result, dict):  # cut to the observation budget, or not JSON: its first words
+        text = str(result or "")
+        return text if len(text) <= 160 else text[:159] + "…"
+    if call.name == "recall" and not result.get("error"):
+        n = len(result.get("memories") or [])
+        return f"{n} memor{'y' if n == 1 else 'ies'}"
+    summary = outcome_summary(call.name, result)
+    return summary if len(summary) <= 160 else summary[:159] + "…"
+
+
+class ReadOnlyInline(ParentScopedInlineMixin, admin.TabularInline):
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class AnchorInline(ReadOnlyInline):
+    model = SummaryAnchor
+    fields = readonly_fields = ("first_seq", "last_seq", "text", "method", "token_count", "created_at")
+
+
+class LinkOutInline(ReadOnlyInline):
+    model = SessionLink
+    fk_name = "from_session"
+    verbose_name = verbose_name_plural = "links to earlier sessions"
+    fields = readonly_fields = ("kind", "to", "score", "created_at")
+
+    @admin.display(description="session")
+    def to(self, obj):
+        to = obj.to_session
+        return admin_link(to, f"{to.opened_at:%Y-%m-%d %H:%M} · {to.title or obj.to_session_id}")
+
+
+class LinkInInline(ReadOnlyInline):
+    model = SessionLink
+    fk_name = "to_session"
+    verbose_name = verbose_name_plural = "linked from later sessions"
+    fields = readonly_fields = ("kind", "source", "score", "created_at")
+
+    @admin.display(description="session")
+    def source(self, obj):
+        source = obj.from_session
+        return admin_link(source, f"{source.opened_at:%Y-%m-%d %H:%M} · {source.title or obj.from_session_id}")
+
+
+@admin.register(Session)
+class SessionAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmin):
+    list_display = ("short_id", "title", "user", "tenant", "state", "opened_at", "last_activity_at", "message_seq")
+    list_filter = (ScopedTenantFilter, SessionUserFilter, "state", "close_reason")
+    search_fields = ("title", "goal", "user__external_id", "user__display_name", "external_id")
+    list_select_related = ("user", "tenant")
+    list_per_page = 50
+    date_hierarchy = "opened_at"
+    fields = ("id", "tenant", "user", "state", "title", "external_id", "goal", "opened_at", "last_activity_at",
+              "closed_at", "close_reason", "previous_link", "bridge_summary", "memories_link", "transcript")
+    readonly_fields = tuple(f for f in fields if f != "title")
+    inlines = [AnchorInline, LinkOutInline, LinkInInline]
+    actions = ["close_sessions"]
+
+    @admin.display(description="session", ordering="id")
+    def short_id(self, obj):
+        return str(obj.pk)[:8]
+
+    @admin.display(description="previous session")
+    def previous_link(self, obj):
+        return admin_link(obj.previous, f"{obj.previous.opened_at:%Y-%m-%d %H:%M}") if obj.previous_id else "—"
+
+    @admin.display(description="bridge summary")
+    def bridge_summary(self, obj):
+        bridge = getattr(obj, "bridge", None) if obj.pk else None
+        if bridge is None:
+            return "—"
+        return render_to_string("admin/chat_sessions/session/bridge.html", {
+            "bridge": bridge, "sentences": bridge_support(tenant=obj.tenant, session=obj, text=bridge.text)})
+
+    @admin.display(description="memories")
+    def memories_link(self, obj):
+        # The memories drawn from a session are reached through their provenance relation (memory's model).
+        return changelist_link(obj.memories.model, "memories from this session", session__id__exact=obj.pk)
+
+    @admin.display(description="transcript")
+    def transcript(self, obj):
+        if not obj.pk:
+            return "—"
+        rows = transcript_select(tenant=obj.tenant, session=obj, limit=TRANSCRIPT_LIMIT)
+        for row in rows:
+            for call in row.calls:
+                call.arguments_text, call.result_text = _arguments_render(call.arguments), _result_render(call)
+            if row.answers is not None:
+                row.answers.result_text = _result_render(row.answers)
+        return render_to_string("admin/chat_sessions/session/transcript.html",
+                                {"rows": rows, "more": max(0, obj.message_seq - len(rows))})
+
+    def has_add_permission(self, request):
+        return False  # sessions open through the API
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # a session is provenance for memories; erasing a user removes theirs
+
+    @admin.action(description="Close selected sessions", permissions=["change"])
+    def close_sessions(self, request, queryset):
+        closed = 0
+        for session in queryset.filter(state=Session.State.OPEN).select_related("tenant"):
+            session_close(tenant=session.tenant, session_id=session.pk, reason="admin")
+            closed += 1
+        self.message_user(request, f"Closed {closed} session(s).", messages.SUCCESS)
+
+
+@admin.register(Message)
+class MessageAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdmin):
+    """Read-only: the target of a memory's provenance link, with the memories drawn from it."""
+
+    list_display = ("seq", "role", "short_content", "session_link", "tenant", "created_at")
+    list_filter = (ScopedTenantFilter, MessageUserFilter, "role")
+    search_fields = ("content", "external_id")
+    list_select_related = ("session", "session__user", "tenant")
+    list_per_page = 50
+    fields = readonly_fields = ("id", "tenant", "session_link", "seq", "role", "content", "calls", "name",
+                                "external_id", "created_at", "token_count", "tool_call_id", "extracted_at",
+                                "memories_drawn")
+
+    @admin.display(description="content")
+    def short_content(self, obj):
+        if not obj.content and obj.tool_calls:
+            names = ", ".join(str((c.get("function") or {}).get("name")) for c in obj.tool_calls
+                              if isinstance(c, dict))
+            return f"(called {names})"
+        return wide_text(obj.content if len(obj.content) <= 100 else obj.content[:99] + "…")
+
+    @admin.display(description="tool calls")
+    def calls(self, obj):
+        if not obj.tool_calls:
+            return "—"
+        lines = []
+        for c in obj.tool_calls:
+            fn = c.get("function") if isinstance(c, dict) else None
+            if isinstance(fn, dict):
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except (TypeError, ValueError):
+                    args = fn.get("arguments")
+                lines.append(f"{fn.get('name')}({_arguments_render(args)})")
+        return format_html("<br>".join(["called {}"] * len(lines)), *lines) if lines else "—"
+
+    @admin.display(description="memories drawn from it")
+    def memories_drawn(self, obj):
+        drawn = transcript_memories(tenant=obj.tenant, message=obj)
+        if not drawn:
+            return "—"
+        return render_to_string("admin/chat_sessions/session/memories.html", {"memories": drawn})
+
+    @admin.display(description="session")
+    def session_link(self, obj):
+        return admin_link(obj.session, f"{obj.session.title or obj.session_id} (turn #{obj.seq})")
