@@ -38,9 +38,9 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
 # The LoCoMo dev set beside the checkout when there is one (development), else the short conversation shipped here.
@@ -247,10 +247,10 @@ def import_or_reuse(*, data: list[dict], shape: str, marker: Path | None, drop_a
     return tenant, users_by_sample, import_seconds
 
 
-@dataclass
-class BudgetContext:
+class BudgetContext(NamedTuple):
     """What a turn's context shows the model of memory at one token budget: the standing profile section first, then
-    the retrieved memories, framed as the composer frames its memory section."""
+    the retrieved memories, framed as the composer frames its memory section. (A named tuple, not a dataclass: tests
+    load this file by path, outside sys.modules, where a dataclass cannot be built.)"""
 
     text: str  # the memory section as the model reads it (context.composer.memory_section_text)
     tokens: int  # its tokens, framing included
