@@ -19,7 +19,6 @@ from django.db.models import Q, QuerySet
 
 from infra import clock
 from infra.embedder import get_embedder
-
 from sessions.models import BridgeSummary, Session, SessionLink
 
 log = logging.getLogger(__name__)

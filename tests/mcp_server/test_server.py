@@ -8,12 +8,11 @@ import uuid
 
 import pytest
 
+from mcp_server.server import ACTIVE_FACTS_URI
 from memory.actions import memory_create, memory_delete
 from memory.models import MemoryEvent, MemoryRecord
-from mcp_server.server import ACTIVE_FACTS_URI
 from orchestration.messages import messages_append, source_of
-from orchestration.sessions import session_close, session_open
-from orchestration.sessions import session_finish
+from orchestration.sessions import session_close, session_finish, session_open
 from sessions.models import BridgeSummary
 from sessions.services import NewMessage
 from tenants.services import end_user_create

@@ -41,11 +41,11 @@ def bob_user(bob):
 
 @pytest.fixture
 def data(alice, alice_user, alice_session, bob, bob_user):
+    from orchestration.messages import messages_append
+    from orchestration.sessions import session_close, session_open
     from orchestration.sessions import session_finish as _session_finish
     from sessions.models import SessionLink, SummaryAnchor
     from sessions.services import NewMessage
-    from orchestration.sessions import session_close, session_open
-    from orchestration.messages import messages_append
 
     msgs = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content="I am vegetarian and I live in Ghent"),

@@ -63,8 +63,8 @@ def test_list_rejects_bad_filters_with_400(alice_client, alice_user, memories, q
 
 
 def test_get_one_with_provenance_and_history(alice, alice_client, alice_user, alice_session):
-    from sessions.services import NewMessage
     from orchestration.messages import messages_append
+    from sessions.services import NewMessage
 
     (msg,) = messages_append(tenant=alice, session_id=alice_session.pk,
                              items=[NewMessage(role="user", content="My cat is called Miso")], enqueue_extraction=False)
@@ -125,8 +125,8 @@ def test_export_is_json_with_memories_sessions_and_bridges(alice_client, alice_u
 
 def test_erase_leaves_zero_residue_in_each_store(alice, alice_client, alice_user, alice_session, bob, bob_user):
     from context.buffer import buffer_get
-    from sessions.services import NewMessage
     from orchestration.messages import messages_append
+    from sessions.services import NewMessage
 
     messages_append(tenant=alice, session_id=alice_session.pk,
                     items=[NewMessage(role="user", content="I need a hotel in Porto")], enqueue_extraction=False)

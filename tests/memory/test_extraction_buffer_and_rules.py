@@ -1,8 +1,8 @@
 """Extraction feeds the open session's buffer at once, and an implicit-subject dislike is still a preference."""
 import pytest
 
-from memory.models import MemoryRecord
 from context.buffer import buffer_get
+from memory.models import MemoryRecord
 
 from .memory_support import record_turns
 

@@ -9,8 +9,8 @@ import httpx
 import pytest
 import respx
 
-from orchestration.messages import message_extract
 from memory.models import MemoryEvent, MemoryRecord
+from orchestration.messages import message_extract
 from orchestration.tasks import message_extract_task as memory_extract_task
 from sessions.models import Message
 

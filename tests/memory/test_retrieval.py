@@ -8,12 +8,12 @@ import pytest
 
 from infra import clock
 from infra.errors import ServiceUnavailable
+from infra.vector_store import ScopeMissing, set_vector_store
+from memory.actions import memory_create
 from memory.models import MemoryRecord
 from memory.retrieval import memory_retrieve, memory_retrieve_for_users, query_build
 from memory.selectors import memory_points_count, memory_points_scroll, memory_points_search
-from memory.actions import memory_create
 from sessions.turn_reads import turns_around
-from infra.vector_store import ScopeMissing, set_vector_store
 
 from .memory_support import MAY_8, points_of, record_turns
 

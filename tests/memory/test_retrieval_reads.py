@@ -9,11 +9,11 @@ from django.db import connection
 from django.db.models import JSONField, Value
 
 from infra import clock
+from memory.actions import memory_create
 from memory.models import MemoryRecord, MemoryStatus
 from memory.retrieval_reads import memory_rows, memory_rows_orm
-from sessions.turn_reads import turns_around, turns_around_orm
-from memory.actions import memory_create
 from sessions.models import Message
+from sessions.turn_reads import turns_around, turns_around_orm
 
 from .memory_support import record_turns
 

@@ -6,7 +6,6 @@ import random
 import string
 
 import pytest
-
 from stdnum import iban, luhn
 
 from infra.secrets import secrets_redact

@@ -6,11 +6,9 @@ import re
 import openai
 import pytest
 
-from orchestration.messages import message_extract
 from memory.models import MemoryRecord
-from orchestration.messages import messages_append
-from orchestration.sessions import session_close
-from orchestration.sessions import session_finish
+from orchestration.messages import message_extract, messages_append
+from orchestration.sessions import session_close, session_finish
 from sessions.models import BridgeSummary
 from sessions.services import NewMessage
 

@@ -7,13 +7,13 @@ import httpx
 import pytest
 import respx
 
-from infra.redis_client import Keys, get_redis
 from context.anchors import anchor_plan, anchors_fold, extractive_summary, sentence_score
 from context.buffer import buffer_get
+from context.tasks import anchor_fold_task
+from infra.redis_client import Keys, get_redis
+from orchestration.messages import messages_append
 from sessions.models import SummaryAnchor
 from sessions.services import NewMessage
-from orchestration.messages import messages_append
-from context.tasks import anchor_fold_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

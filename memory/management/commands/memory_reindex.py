@@ -24,8 +24,8 @@ class Command(BaseCommand):
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args, tenant, batch_size, clean, no_progress, **options):
-        from memory.points import points_for_records
         from infra.vector_store import Scope, get_vector_store
+        from memory.points import points_for_records
 
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1.")
