@@ -296,7 +296,8 @@ def _redis_calls(r) -> int:
 
 def _redis_commands(r) -> collections.Counter:
     stats = r.info("commandstats")
-    return collections.Counter({k[8:]: v["calls"] for k, v in stats.items() if k not in ("cmdstat_info", "cmdstat_ping")})
+    return collections.Counter({k[8:]: v["calls"] for k, v in stats.items()
+                                if k not in ("cmdstat_info", "cmdstat_ping")})
 
 
 def _queued(broker_url: str) -> int:

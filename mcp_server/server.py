@@ -170,7 +170,9 @@ def mcp_server_build() -> MCPServer:
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                                              open_world_hint=False))
-    async def forget(memory_id: Annotated[str, Field(description="A memory id from search_memories.")]) -> dict[str, Any]:
+    async def forget(
+        memory_id: Annotated[str, Field(description="A memory id from search_memories.")],
+    ) -> dict[str, Any]:
         """Delete one of the user's memories (when they ask to forget it, or it is wrong)."""
         return await _run(_forget, memory_id=memory_id)
 

@@ -130,7 +130,8 @@ class MessageBatchInput(serializers.Serializer):
 class SessionMessagesApi(APIView):
     @extend_schema(request=MessageBatchInput, operation_id="messages_append",
                    responses={201: inline_serializer("MessagesAppended", {"messages": MessageOutput(many=True)})},
-                   description="Append one message (a MessageInput object) or a batch ({\"messages\": [...]}), atomically.")
+                   description="Append one message (a MessageInput object) or a batch "
+                               "({\"messages\": [...]}), atomically.")
     def post(self, request, session_id):
         body = request.data
         if isinstance(body, dict) and "messages" in body:

@@ -125,7 +125,8 @@ def test_remember_with_a_session_keeps_it_as_provenance(mcp_url, alice, ada):
 
 
 def test_remember_never_stores_a_secret(mcp_url, alice, ada):
-    body = structured(call(mcp_url, "remember", {"text": "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"}, key=alice.plain_key))
+    body = structured(call(mcp_url, "remember", {"text": "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"},
+                           key=alice.plain_key))
     assert body["stored"] is False and body["outcome"] == "secret"
     assert not MemoryRecord.objects.for_tenant(alice).exists()
 

@@ -55,7 +55,8 @@ def data(alice, alice_user, alice_session, bob, bob_user):
     session_close(tenant=alice, session_id=alice_session.pk)
     _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
     later, _ = session_open(tenant=alice, user=alice_user)
-    SessionLink.objects.unscoped().get_or_create(tenant=alice, from_session=later, to_session=alice_session, kind="same_user")
+    SessionLink.objects.unscoped().get_or_create(tenant=alice, from_session=later, to_session=alice_session,
+                                                 kind="same_user")
     return {
         "active": memory_make(alice, alice_user, "The user is vegetarian", kind="preference",
                               session=alice_session, source_message=msgs[0], confidence=0.9),

@@ -182,7 +182,8 @@ def test_erasing_a_user_deletes_their_keys_by_name_and_no_one_elses(alice, alice
     def keys_of(user, session):
         message = messages_append(tenant=alice, session_id=session.pk, enqueue_extraction=False,
                                   items=[NewMessage(role="user", content="I live in Porto.")])[0]
-        return [Keys.session_buffer(alice.pk, user.pk, session.pk), Keys.anchor_fold_lock(alice.pk, user.pk, session.pk),
+        return [Keys.session_buffer(alice.pk, user.pk, session.pk),
+                Keys.anchor_fold_lock(alice.pk, user.pk, session.pk),
                 Keys.anchor_queued_flag(alice.pk, user.pk, session.pk), Keys.memory_writes_lock(alice.pk, user.pk),
                 Keys.extract_lock(alice.pk, user.pk, message.pk)]
 

@@ -120,7 +120,8 @@ def test_delete_all_deletes_only_that_users_memories(alice, alice_user):
     theirs = memory_make(alice, other_user, "their fact")
     assert controls.memory_delete_all(tenant=alice, user=alice_user, actor_type="end_user", batch_size=2) == 3
     assert controls.memory_delete_all(tenant=alice, user=alice_user, actor_type="end_user") == 0
-    assert set(MemoryRecord.objects.unscoped().filter(pk__in=[m.pk for m in mine]).values_list("status", flat=True)) == {"deleted"}
+    statuses = MemoryRecord.objects.unscoped().filter(pk__in=[m.pk for m in mine]).values_list("status", flat=True)
+    assert set(statuses) == {"deleted"}
     assert points_of(alice, alice_user) == {}
     assert set(points_of(alice, other_user)) == {str(theirs.pk)}
 

@@ -80,7 +80,8 @@ def test_merge_never_folds_a_contradiction(alice, alice_user):
     nyc = memory_make(alice, alice_user, "My destination is New York", subject="destination", value="NYC")
     nyc2 = memory_make(alice, alice_user, "My destination is New York!", subject="destination", value="Newark")
     drain("merge", memories_merge, alice)
-    assert set(MemoryRecord.objects.unscoped().filter(pk__in=[nyc.pk, nyc2.pk]).values_list("status", flat=True)) == {"active"}
+    statuses = MemoryRecord.objects.unscoped().filter(pk__in=[nyc.pk, nyc2.pk]).values_list("status", flat=True)
+    assert set(statuses) == {"active"}
 
 
 def test_merge_is_bounded_and_resumes_from_its_cursor(alice, make_tenant):
@@ -318,8 +319,8 @@ def test_consolidation_with_an_llm_uses_structured_output(alice, alice_user, set
     fact = MemoryRecord.objects.unscoped().get(extractor="consolidate")
     assert (fact.text, fact.source_type, fact.status) == ("The user runs in the park most mornings.", "inferred",
                                                           "active")
-    assert set(MemoryRecord.objects.unscoped().filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)) == {
-        "superseded"}
+    statuses = MemoryRecord.objects.unscoped().filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)
+    assert set(statuses) == {"superseded"}
 
 
 def test_an_llm_fact_held_for_review_leaves_the_events_and_is_not_proposed_again(alice, alice_user, settings):
@@ -348,8 +349,8 @@ def test_an_llm_fact_held_for_review_leaves_the_events_and_is_not_proposed_again
     assert route.call_count == 1 and again["facts"] == 0
     fact = MemoryRecord.objects.unscoped().get(extractor="consolidate")
     assert (fact.status, fact.source_type) == ("pending_review", "inferred")
-    assert set(MemoryRecord.objects.unscoped().filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)) == {
-        "active"}
+    statuses = MemoryRecord.objects.unscoped().filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)
+    assert set(statuses) == {"active"}
 
 
 # --- compact buffers -----------------------------------------------------------------------------------------

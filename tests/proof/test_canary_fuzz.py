@@ -385,7 +385,8 @@ def _fuzz_admin(world: World, tally: Tally, rng: random.Random):
         foreign_canaries = [c for key, c in world.canary.items() if key[0] != caller]
         foreign_ids = [v for key in world.users if key[0] != caller
                        for v in [str(world.users[key].pk), *world.sessions[key], *world.memories[key],
-                                 *world.messages[key], *world.webhooks[key], *world.jobs[key], str(world.tenants[key[0]].pk)]]
+                                 *world.messages[key], *world.webhooks[key], *world.jobs[key],
+                                 str(world.tenants[key[0]].pk)]]
         for model, model_admin in admin.site._registry.items():
             base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
             label = f"admin {model._meta.label}"

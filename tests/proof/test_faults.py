@@ -167,8 +167,9 @@ def test_worker_killed_mid_bridges_leaves_exactly_one_bridge_per_closed_session(
         assert closed == len(sessions)
         assert all(count == 1 for count in per_session.values()), per_session
         # The bridge task finishes a session's extraction; the killed run's share of it is not lost either.
-        _wait(lambda: not Message.objects.unscoped().filter(session_id__in=sessions, role="user", extracted_at__isnull=True)
-              .exists(), timeout=120, what=lambda: f"every user message extracted (worker log:\n{worker.tail()})")
+        unextracted = Message.objects.unscoped().filter(session_id__in=sessions, role="user", extracted_at__isnull=True)
+        _wait(lambda: not unextracted.exists(), timeout=120,
+              what=lambda: f"every user message extracted (worker log:\n{worker.tail()})")
     finally:
         worker.stop()
 

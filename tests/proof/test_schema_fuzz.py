@@ -81,7 +81,8 @@ def world(make_tenant):
         ids["webhook_id"].append(str(endpoint.pk))
     try:
         from memory.models import MemoryRecord
-        ids["memory_id"].extend(str(i) for i in MemoryRecord.objects.unscoped().filter(tenant=tenant).values_list("id", flat=True))
+        ids["memory_id"].extend(
+            str(i) for i in MemoryRecord.objects.unscoped().filter(tenant=tenant).values_list("id", flat=True))
     except Exception:  # noqa: BLE001 - memories are optional here; random ids still exercise the 404 paths
         pass
     return tenant, ids

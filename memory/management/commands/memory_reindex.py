@@ -18,7 +18,8 @@ class Command(BaseCommand):
     help = "Re-embed and upsert every memory into the vector store, then remove orphan points."
 
     def add_arguments(self, parser):
-        parser.add_argument("--tenant", action="append", default=[], help="Tenant slug or id (repeatable); default all.")
+        parser.add_argument("--tenant", action="append", default=[],
+                            help="Tenant slug or id (repeatable); default all.")
         parser.add_argument("--batch-size", type=int, default=128)
         parser.add_argument("--clean", action="store_true", help="Delete each tenant's points before rebuilding.")
         parser.add_argument("--no-progress", action="store_true")
