@@ -12,8 +12,8 @@ Reported beside a plain dense baseline (every raw turn "Speaker: text", top-k co
 full conversation's tokens: evidence recall@5/10/20 (k memories vs k turns, no token budget, no expansion),
 recall within 500/1,000/2,000 context tokens (the service called with that token budget, which counts what the
 model reads of the memories: the rendered block with its headings, dates and neighbouring turns; the baseline takes
-"Speaker: text" turns best-first while they fit), mean context tokens (and of them the memory text alone), and retrieval latency p50/p95 (query embedding
-included). No LLM is used unless --use-llm is given and one is configured.
+"Speaker: text" turns best-first while they fit), mean context tokens (and of them the memory text alone), and
+retrieval latency p50/p95 (query embedding included). No LLM is used unless --use-llm is given and one is configured.
 
     .venv/bin/python bench/locomo.py [DATASET] [--json out.json] [--database-url URL] [--reuse-dir DIR]
         [--misses misses.json]
@@ -551,7 +551,8 @@ def _print(r: dict) -> None:
     t = s["turn_call"]
     print(f"{'  as a turn calls it':28}{s['latency_ms_turn_p50']:>6.1f} /{s['latency_ms_turn_p95']:>5.1f}"
           f"  (k={t['k']}, budget {t['token_budget']} tokens: the composer's memory section)")
-    print(f"{'query embedding alone p50/p95':28}{s['query_embedding_ms_p50']:>6.1f} /{s['query_embedding_ms_p95']:>5.1f}")
+    print(f"{'query embedding alone p50/p95':28}{s['query_embedding_ms_p50']:>6.1f}"
+          f" /{s['query_embedding_ms_p95']:>5.1f}")
     print(f"{'floor p50/p95 (embed+search)':28}{s['floor_ms_p50']:>6.1f} /{s['floor_ms_p95']:>5.1f}"
           f"   retrieval p95 = {s['p95_over_floor_p95']:.2f}x the floor's p95")
     print(f"full conversation: {r['full_conversation_tokens_mean']:.0f} tokens on average; "

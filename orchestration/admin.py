@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from tenants.admin import (ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
-                           admin_link)
+from tenants.admin import ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin, admin_link
 
 from .models import ContextReceipt, ContextReceiptItem
 
