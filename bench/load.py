@@ -44,8 +44,8 @@ REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
 TOKEN = re.compile(r"\blt[0-9a-f]{10}\b")
 # Structured calls the worker makes after a turn; they are background work, not part of any turn's latency.
-BACKGROUND_SCHEMAS = {"message_memories", "explicit_memories", "implicit_preferences", "bridge_summary", "summary_anchor",
-                      "consolidated_facts"}
+BACKGROUND_SCHEMAS = {"message_memories", "explicit_memories", "implicit_preferences", "bridge_summary",
+                      "summary_anchor", "consolidated_facts"}
 SENTENCES = [
     "I'm planning a trip to Lisbon in May and I prefer aisle seats.",
     "My budget for the hotel is under $180 a night, somewhere quiet.",
@@ -542,8 +542,8 @@ def _run(args, workdir: Path, procs: Processes) -> int:
     print(f"overhead p95 / floor = {ratio:.1f}x (target <= 2x)")
     cpu = figures["cpu_ms_per_turn"]
     print(f"CPU per turn      server process {cpu['server_process']:.0f} ms, machine {cpu['machine']:.0f} ms "
-          f"(all processes, load generator included) -> at most ~{os.cpu_count() * 1000 / max(cpu['machine'], 1e-9):.0f} "
-          f"turns/s on these {os.cpu_count()} cores")
+          f"(all processes, load generator included) -> at most "
+          f"~{os.cpu_count() * 1000 / max(cpu['machine'], 1e-9):.0f} turns/s on these {os.cpu_count()} cores")
     print(f"                  server process until every message is extracted "
           f"{cpu['server_process_until_drained']:.0f} ms")
     c = figures["celery"]

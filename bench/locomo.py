@@ -597,7 +597,8 @@ def _print(r: dict) -> None:
     t = s["turn_call"]
     print(f"{'  as a turn calls it':28}{s['latency_ms_turn_p50']:>6.1f} /{s['latency_ms_turn_p95']:>5.1f}"
           f"  (k={t['k']}, budget {t['token_budget']} tokens: the composer's memory section)")
-    print(f"{'query embedding alone p50/p95':28}{s['query_embedding_ms_p50']:>6.1f} /{s['query_embedding_ms_p95']:>5.1f}")
+    print(f"{'query embedding alone p50/p95':28}{s['query_embedding_ms_p50']:>6.1f}"
+          f" /{s['query_embedding_ms_p95']:>5.1f}")
     print(f"{'floor p50/p95 (embed+search)':28}{s['floor_ms_p50']:>6.1f} /{s['floor_ms_p95']:>5.1f}"
           f"   retrieval p95 = {s['p95_over_floor_p95']:.2f}x the floor's p95")
     print(f"full conversation: {r['full_conversation_tokens_mean']:.0f} tokens on average; "

@@ -132,7 +132,8 @@ def main(argv=None) -> dict:
         started = time.perf_counter()
         receipt_build(**captured)
         builds.append(time.perf_counter() - started)
-    out = {"receipt_build": {**_ms(builds), "items": len(real_build(**captured)["items"])},"turn": "GET /context (retrieval + composition)", "memories": args.memories,
+    out = {"receipt_build": {**_ms(builds), "items": len(real_build(**captured)["items"])},
+           "turn": "GET /context (retrieval + composition)", "memories": args.memories,
            "receipts_on": _ms(timings[True]), "receipts_off": _ms(timings[False]),
            "receipts_published": len(published), "database": settings.DATABASES["default"]["ENGINE"].rsplit(".")[-1],
            "embedder": settings.EMBEDDING_MODEL}

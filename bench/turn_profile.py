@@ -18,8 +18,8 @@ and Redis commands per turn, statements repeated within one turn, and LLM calls 
 from __future__ import annotations
 
 import argparse
-import cProfile
 import collections
+import cProfile
 import os
 import pstats
 import subprocess
@@ -185,7 +185,6 @@ def _run(args, stub_log: Path, broker_url: str, data_url: str) -> int:
     from infra import embedder as embedder_module
     from orchestration.messages import message_extract, messages_append
     from orchestration.sessions import session_close
-    from sessions.models import Message
     from sessions.services import NewMessage
     from tenants.services import apikey_create, tenant_create
 
@@ -297,7 +296,8 @@ def _redis_calls(r) -> int:
 
 def _redis_commands(r) -> collections.Counter:
     stats = r.info("commandstats")
-    return collections.Counter({k[8:]: v["calls"] for k, v in stats.items() if k not in ("cmdstat_info", "cmdstat_ping")})
+    return collections.Counter({k[8:]: v["calls"] for k, v in stats.items()
+                                if k not in ("cmdstat_info", "cmdstat_ping")})
 
 
 def _queued(broker_url: str) -> int:

@@ -43,7 +43,8 @@ def start_embedded_worker() -> None:
         EmbeddedWorkController(
             app=app, hostname=f"embedded@{os.getpid()}", concurrency=concurrency,
             pool_cls="threads" if concurrency > 1 else "solo",
-            queues=["default", "llm", "maintenance", "bulk"], without_heartbeat=True, without_mingle=True, without_gossip=True,
+            queues=["default", "llm", "maintenance", "bulk"],
+            without_heartbeat=True, without_mingle=True, without_gossip=True,
         ).start()
 
     threading.Thread(target=run_worker, name="celery-worker", daemon=True).start()

@@ -318,7 +318,8 @@ def buffer_build_from_db(*, tenant_id, user_id, session_id) -> dict:
            .values("message_seq", "goal", "working_state", "working_version").first())
     if row is None:
         raise NotFound("Session not found.")
-    anchors = list(SummaryAnchor.objects.for_tenant(ids.tenant_id).filter(session_id=ids.session_id).order_by("-last_seq")
+    anchors = list(SummaryAnchor.objects.for_tenant(ids.tenant_id).filter(session_id=ids.session_id)
+                   .order_by("-last_seq")
                    .values("first_seq", "last_seq", "first_turn", "last_turn", "text", "token_count", "method")
                    [: settings.CONTINUUM_BUFFER_MAX_ANCHORS])[::-1]
     anchored_seq = anchors[-1]["last_seq"] if anchors else 0

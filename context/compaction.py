@@ -9,10 +9,9 @@ from django.conf import settings
 
 from infra import clock
 from infra.redis_client import Keys, get_redis
-from tenants.models import Tenant
-
 from memory.lifecycle.runs import JobResult
 from sessions.models import Session
+from tenants.models import Tenant
 
 from .buffer import buffer_compact
 

@@ -2,8 +2,8 @@
 semantically close goal (similar_goal), and at one the user refers back to (referenced_context).
 
 same_user is made when the session opens; the other two need the first user message, so they are made when it
-is appended (orchestration.messages calls links_create_for_first_message). Candidates are the user's closed sessions that
-have a bridge; each bridge carries an embedding of its goal and text, written with it.
+is appended (orchestration.messages calls links_create_for_first_message). Candidates are the user's closed sessions
+that have a bridge; each bridge carries an embedding of its goal and text, written with it.
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from django.db.models import Q, QuerySet
 
 from infra import clock
 from infra.embedder import get_embedder
-
 from sessions.models import BridgeSummary, Session, SessionLink
 
 log = logging.getLogger(__name__)
@@ -28,8 +27,9 @@ log = logging.getLogger(__name__)
 _REFERENCE_PATTERNS = [
     re.compile(r"\b(?:like|as|same as)\s+(?:last|the other|that)\s+time\b", re.I),
     re.compile(r"\blast time\b", re.I),
-    re.compile(r"\bthe\s+((?:[\w'-]+\s+){0,3}?[\w'-]+)\s+(?:that\s+)?(?:we|you|i)\s+(?:had\s+)?(?:discussed|talked about|"
-               r"mentioned|looked at|planned|booked|found|chose|picked|went over|spoke about)\b", re.I),
+    re.compile(r"\bthe\s+((?:[\w'-]+\s+){0,3}?[\w'-]+)\s+(?:that\s+)?(?:we|you|i)\s+(?:had\s+)?"
+               r"(?:discussed|talked about|mentioned|looked at|planned|booked|found|chose|picked|went over|"
+               r"spoke about)\b", re.I),
     re.compile(r"\b(?:we|you)\s+(?:discussed|talked about|mentioned|looked at)\s+(?:it\s+)?(?:before|earlier|"
                r"previously|last week|yesterday)\b", re.I),
     re.compile(r"\b(?:remember|recall)\s+(?:the|when|that|our|what)\b", re.I),

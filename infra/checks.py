@@ -38,6 +38,6 @@ def collection_dimension_check(app_configs, **kwargs):
     except Exception as exc:
         return [Warning(f"Could not inspect the vector collection: {exc}", id="continuum.W002")]
     if size is not None and size != settings.EMBEDDING_DIM:
-        return [Error(f"The vector collection holds {size}-d vectors but the embedder makes {settings.EMBEDDING_DIM}-d; "
-                      "reindex into a new collection.", id="continuum.E005")]
+        return [Error(f"The vector collection holds {size}-d vectors but the embedder makes "
+                      f"{settings.EMBEDDING_DIM}-d; reindex into a new collection.", id="continuum.E005")]
     return []

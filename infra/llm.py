@@ -225,7 +225,8 @@ def structured_completion(*, system: str, user: str, schema_name: str, schema: d
                 "temperature": 0,
                 "max_tokens": max_tokens_for(kind),
             })
-    except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError, openai.InternalServerError) as exc:
+    except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError,
+            openai.InternalServerError) as exc:
         raise ServiceUnavailable(f"LLM call failed: {exc.__class__.__name__}", code="llm_unavailable") from exc
     except openai.APIStatusError as exc:
         # A 4xx (e.g. the model does not support JSON schemas) will not heal on retry: callers fall back. It is the

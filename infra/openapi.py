@@ -94,7 +94,7 @@ class TenantApiKeyScheme(OpenApiAuthenticationExtension):
 
 @functools.lru_cache(maxsize=None)
 def cursor_page(serializer_class, *, name: str | None = None):
-    """The documented shape of infra.pagination.paginate's response around serializer_class (one component per class)."""
+    """The OpenAPI shape of infra.pagination.paginate's response around serializer_class (one component per class)."""
     base = name or serializer_class.__qualname__.replace(".", "")
     page = inline_serializer(
         name=f"{base}Page",

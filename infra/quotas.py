@@ -1,4 +1,4 @@
-"""Per-tenant quotas: requests and tokens per minute, counted atomically in Redis; input size checked before LLM calls."""
+"""Per-tenant quotas: requests and tokens a minute, counted atomically in Redis; input size checked before LLM calls."""
 from __future__ import annotations
 
 import logging

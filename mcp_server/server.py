@@ -16,7 +16,6 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, ToolAnnotations
 from pydantic import Field
 
-from orchestration.apis.context import ContextOutput
 from infra.errors import AppError
 from memory import actions
 from memory.apis.controls import UserMemoryOutput
@@ -25,8 +24,9 @@ from memory.models import MemoryEvent, MemoryKind, MemoryStatus, SourceType
 from memory.retrieval import memory_retrieve
 from memory.selectors import memory_list
 from memory.validity import as_of_parse
-from orchestration.context import turn_context
+from orchestration.apis.context import ContextOutput
 from orchestration.apis.sessions import SessionOutput
+from orchestration.context import turn_context
 from sessions.selectors import access_session, bridge_summaries, session_list
 
 from .auth import Caller, current_caller
@@ -170,7 +170,9 @@ def mcp_server_build() -> MCPServer:
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                                              open_world_hint=False))
-    async def forget(memory_id: Annotated[str, Field(description="A memory id from search_memories.")]) -> dict[str, Any]:
+    async def forget(
+        memory_id: Annotated[str, Field(description="A memory id from search_memories.")],
+    ) -> dict[str, Any]:
         """Delete one of the user's memories (when they ask to forget it, or it is wrong)."""
         return await _run(_forget, memory_id=memory_id)
 

@@ -7,8 +7,17 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
-from tenants.admin import (ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin, UserFilter,
-                           UserFilterMediaMixin, admin_link, user_short, when, wide_text)
+from tenants.admin import (
+    ReadOnlyAdmin,
+    ScopedTenantFilter,
+    TenantScopedAdminMixin,
+    UserFilter,
+    UserFilterMediaMixin,
+    admin_link,
+    user_short,
+    when,
+    wide_text,
+)
 
 from .models import JobRun, MemoryEvent, VectorOutbox
 from .timeline import actor_words, event_other_id, event_sentence

@@ -11,8 +11,18 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from infra.errors import AppError
-from tenants.admin import (ScopedTenantFilter, TenantScopedAdminMixin, UserFilter, UserFilterMediaMixin,
-                           admin_link, admin_tenants, staff_actor, user_short, when, wide_text)
+from tenants.admin import (
+    ScopedTenantFilter,
+    TenantScopedAdminMixin,
+    UserFilter,
+    UserFilterMediaMixin,
+    admin_link,
+    admin_tenants,
+    staff_actor,
+    user_short,
+    when,
+    wide_text,
+)
 from tenants.models import EndUser, Tenant
 
 from . import actions as memory_actions

@@ -63,7 +63,8 @@ class MemoryRecord(models.Model):
     reinforcement_count = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=16, choices=MemoryStatus.choices, default=MemoryStatus.ACTIVE, db_index=True)
     status_changed_at = models.DateTimeField(default=timezone.now)
-    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes")
+    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="supersedes")
     # When it held: from when it was said (its source message's time) until what superseded it was said. Retrieval
     # `as_of` a time returns the memories valid then, superseded ones included.
     valid_from = models.DateTimeField(null=True, blank=True)

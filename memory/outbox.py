@@ -18,11 +18,11 @@ from redis.exceptions import RedisError
 from infra.clock import now
 from infra.redis_client import Keys, held_lock
 from infra.task_retry import RETRY_ON, service_task
+from infra.vector_store import Scope, get_vector_store
+from infra.vector_store.base import SCOPE_KEYS
 
 from .models import MemoryRecord, MemoryStatus, VectorOutbox
 from .points import point_payload, points_for_records
-from infra.vector_store import Scope, get_vector_store
-from infra.vector_store.base import SCOPE_KEYS
 
 log = logging.getLogger(__name__)
 

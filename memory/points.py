@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from infra.embedder import get_embedder
 from infra.tokens import count_tokens
+from infra.vector_store import MemoryPoint
 
 from .models import MemoryRecord
-from infra.vector_store import MemoryPoint
 
 
 def _epoch(value) -> float | None:

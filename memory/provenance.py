@@ -5,7 +5,6 @@ import functools
 from datetime import date, datetime
 
 
-
 def date_render(value: datetime | date | None) -> str:
     """8 May 2023: unambiguous in every locale, and what people say."""
     if value is None:

@@ -323,7 +323,8 @@ def memory_retrieve(*, tenant, user, query: str, goal: str = "", k: int = 10, to
     left_out: a list that receives the memories ranked in but left out because they did not fit the budget.
     as_of: the memories valid at that time instead (a superseded one included, while it held).
     skip_ids: memories the context already shows (the standing profile): not spent on twice.
-    record_access=False: the caller counts the accesses itself (a context's receipt does, in the task that writes it)."""
+    record_access=False: the caller counts the accesses itself (a context's receipt does, in the task that writes
+    it)."""
     return memory_retrieve_for_users(tenant=tenant, users=[user], query=query, goal=goal, k=k,
                                      token_budget=token_budget, exclude_session_id=exclude_session_id,
                                      rewrite=rewrite, neighbours=neighbours, left_out=left_out, as_of=as_of,
@@ -391,7 +392,8 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     expand = neighbours is not None and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     nearby = {}
     if expand:
-        top_events = [r for _, r in ranked if r["kind"] == MemoryKind.EVENT][:settings.MEMORY_NEIGHBOUR_EXPANSION_HITS + 1]
+        events = [r for _, r in ranked if r["kind"] == MemoryKind.EVENT]
+        top_events = events[:settings.MEMORY_NEIGHBOUR_EXPANSION_HITS + 1]
         nearby = _neighbours(tenant=tenant, rows=top_events, names=names, turns_around=neighbours)
 
     out: list[RetrievedMemory] = []

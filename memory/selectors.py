@@ -7,11 +7,11 @@ from datetime import datetime
 from django.db.models import QuerySet
 
 from infra.errors import NotFound
+from infra.vector_store import Hit, Scope, get_vector_store
 from tenants.models import EndUser, Tenant
 from tenants.selectors import parse_uuid
 
 from .models import MemoryEvent, MemoryRecord, MemoryStatus
-from infra.vector_store import Hit, Scope, get_vector_store
 
 
 def _scope(tenant: Tenant | None, user: EndUser | None) -> Scope:

@@ -50,7 +50,8 @@ class ContinuumCollector:
 
         pending = GaugeMetricFamily("continuum_vector_outbox_pending", "Vector writes waiting for Qdrant.",
                                     labels=["op"])
-        for row in VectorOutbox.objects.unscoped().filter(done_at__isnull=True).values("op").annotate(n=Count("pk")).order_by():
+        rows = VectorOutbox.objects.unscoped().filter(done_at__isnull=True).values("op").annotate(n=Count("pk"))
+        for row in rows.order_by():
             pending.add_metric([row["op"]], row["n"])
         yield pending
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from tenants.admin import (ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
-                           admin_link)
+from tenants.admin import ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin, admin_link
 
 from .models import ContextReceipt, ContextReceiptItem
 
@@ -35,7 +34,7 @@ class ContextReceiptItemInline(ParentScopedInlineMixin, admin.TabularInline):
                                 "tokens", "source_message_ids")
     extra = 0
     can_delete = False
-    ordering = ("rank",)
+    ordering = ("-section", "rank")  # the profile first, as the context shows it, then what retrieval ranked
 
     def has_add_permission(self, request, obj=None):
         return False

@@ -17,8 +17,8 @@ from context.anchors import anchors_after_append
 from context.buffer import buffer_add_facts, buffer_append_messages
 from context.links import links_create_for_first_message
 from infra import clock
-from infra.task_queue import task_enqueue
 from infra.errors import NotFound
+from infra.task_queue import task_enqueue
 from memory.extraction.classify import extracted_roles
 from memory.extraction.pipeline import ExtractionResult, memory_extract
 from memory.models import MemoryKind, MemoryStatus

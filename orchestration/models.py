@@ -64,3 +64,6 @@ class ContextReceiptItem(models.Model):
     class Meta:
         ordering = ["receipt", "rank"]
         indexes = [models.Index(fields=["tenant", "memory_uuid"], name="receipt_item_memory")]
+
+    def __str__(self):
+        return f"{self.section} #{self.rank}"

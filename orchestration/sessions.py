@@ -3,10 +3,9 @@ tenant's open policy or the idle timeout) enqueues the task that writes its brid
 from __future__ import annotations
 
 import logging
-
-import redis
 from datetime import datetime, timedelta
 
+import redis
 from django.conf import settings
 from django.db import transaction
 
@@ -14,8 +13,8 @@ from context.bridge import bridge_write
 from context.buffer import buffer_delete
 from context.links import links_create_for_new_session
 from infra import clock
-from infra.task_queue import task_enqueue, task_enqueue_on_commit
 from infra.errors import NotFound
+from infra.task_queue import task_enqueue, task_enqueue_on_commit
 from sessions.models import Session
 from sessions.selectors import access_session
 from sessions.services import SessionOpened, session_row_close, session_row_open, session_row_open_imported

@@ -11,8 +11,7 @@ from infra.task_retry import RETRY_ON, service_task
 from tenants.models import Tenant
 
 from .erasure import tenant_erase, tenant_erasure_failed
-from .imports import import_job_advance, import_job_failed, imports_backlog_next, \
-    imports_backlog_work
+from .imports import import_job_advance, import_job_failed, imports_backlog_next, imports_backlog_work
 from .messages import message_extract
 from .receipts import receipt_write, receipts_purge
 from .sessions import session_finish, sessions_close_idle

@@ -168,7 +168,8 @@ def main() -> int:
             turn(api, s1["id"], line)
         else:
             api("POST", f"/sessions/{s1['id']}/messages",
-                json={"messages": [{"role": "user", "content": line}, {"role": "assistant", "content": scripted_reply}]})
+                json={"messages": [{"role": "user", "content": line},
+                                   {"role": "assistant", "content": scripted_reply}]})
             say(f"assistant (client's model): {scripted_reply}", 2)
 
     step("What Continuum remembered from session 1 (extraction runs in the background)")

@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     import numpy as np
     import onnx
 
-    from infra.embedder import LocalEmbedder, _local_model_path, _OnnxDirect, _onnx_model_dir
+    from infra.embedder import LocalEmbedder, _local_model_path, _onnx_model_dir, _OnnxDirect
 
     digest = hashlib.sha256(Path(args.candidate).read_bytes()).hexdigest()
     print(f"candidate {args.candidate}: sha256 {digest}"

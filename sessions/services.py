@@ -18,8 +18,8 @@ from django.db import IntegrityError, connection, transaction
 
 from infra import clock
 from infra.errors import Conflict, ValidationFailed
-from infra.tokens import count_tokens
 from infra.secrets import secrets_redact
+from infra.tokens import count_tokens
 from tenants.models import EndUser, Tenant
 from tenants.scoping import tenant_key
 

@@ -25,7 +25,8 @@ class Tenant(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     is_active = models.BooleanField(default=True)
     # Settings a tenant may tune.
-    retention_days = models.PositiveIntegerField(null=True, blank=True, help_text="Forget memories unused this long; empty keeps them.")
+    retention_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Forget memories unused this long; empty keeps them.")
     idle_timeout_minutes = models.PositiveIntegerField(default=30)
     open_policy = models.CharField(max_length=20, choices=OpenPolicy.choices, default=OpenPolicy.CLOSE_PREVIOUS)
     requests_per_minute = models.PositiveIntegerField(default=600)
@@ -39,8 +40,10 @@ class Tenant(models.Model):
     remember_assistant_turns = models.BooleanField(
         default=True, help_text="Keep what the assistant said as episodic memories (never as facts about the user).")
     receipt_retention_days = models.PositiveIntegerField(
-        default=30, help_text="Keep the receipts of composed contexts (what memory each turn was given) this many days.")
-    memory_ttl_days = models.JSONField(default=dict, blank=True, help_text='Per-kind TTL override, e.g. {"event": 180}.')
+        default=30,
+        help_text="Keep the receipts of composed contexts (what memory each turn was given) this many days.")
+    memory_ttl_days = models.JSONField(
+        default=dict, blank=True, help_text='Per-kind TTL override, e.g. {"event": 180}.')
     memory_lifetime_from = models.CharField(
         max_length=8, choices=LifetimeFrom.choices, default=LifetimeFrom.LEARNED,
         help_text="What memory TTLs, decay and retention count from.")

@@ -30,7 +30,8 @@ def apikey_revoke(*, tenant: Tenant | None = None, prefix: str) -> int:
     return qs.update(revoked=True)
 
 
-def end_user_create(*, tenant: Tenant, external_id: str, display_name: str = "", metadata: dict | None = None) -> EndUser:
+def end_user_create(*, tenant: Tenant, external_id: str, display_name: str = "",
+                    metadata: dict | None = None) -> EndUser:
     try:
         with transaction.atomic():
             return EndUser.objects.create(tenant=tenant, external_id=external_id, display_name=display_name,

@@ -21,8 +21,18 @@ from memory.overview import said_by
 from memory.timeline import memory_timeline
 from orchestration.models import ContextReceipt
 from orchestration.receipts import memory_receipt_usage
-from tenants.admin import (ScopedTenantFilter, TenantScopedAdminMixin, UserFilter, UserFilterMediaMixin, admin_link,
-                           changelist_link, staff_actor, user_short, when, wide_text)
+from tenants.admin import (
+    ScopedTenantFilter,
+    TenantScopedAdminMixin,
+    UserFilter,
+    UserFilterMediaMixin,
+    admin_link,
+    changelist_link,
+    staff_actor,
+    user_short,
+    when,
+    wide_text,
+)
 
 
 class ExpiredFilter(admin.SimpleListFilter):

@@ -15,8 +15,17 @@ from orchestration.sessions import session_close
 from orchestration.transcript import transcript_memories, transcript_select
 from sessions.admin import SessionUserFilter
 from sessions.models import Message, Session, SessionLink, SummaryAnchor
-from tenants.admin import (ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin,
-                           UserFilterMediaMixin, admin_link, changelist_link, user_filter, wide_text)
+from tenants.admin import (
+    ParentScopedInlineMixin,
+    ReadOnlyAdmin,
+    ScopedTenantFilter,
+    TenantScopedAdminMixin,
+    UserFilterMediaMixin,
+    admin_link,
+    changelist_link,
+    user_filter,
+    wide_text,
+)
 
 # The transcript shown on a session's page; longer sessions show their first turns and a count.
 TRANSCRIPT_LIMIT = 500

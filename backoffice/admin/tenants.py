@@ -12,8 +12,15 @@ from memory.profile import profile_select
 from orchestration.erasure import tenant_erasure_start, user_erase
 from sessions.models import Session
 from sessions.selectors import session_list
-from tenants.admin import (ParentScopedInlineMixin, ScopedTenantFilter, TenantScopedAdminMixin, changelist_link,
-                           count_of, erasure_summary, staff_actor)
+from tenants.admin import (
+    ParentScopedInlineMixin,
+    ScopedTenantFilter,
+    TenantScopedAdminMixin,
+    changelist_link,
+    count_of,
+    erasure_summary,
+    staff_actor,
+)
 from tenants.models import EndUser, Tenant, TenantApiKey
 
 

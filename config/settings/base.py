@@ -168,9 +168,10 @@ EMBEDDING_THREADS = env.int("EMBEDDING_THREADS", default=1)
 EMBEDDING_QUERY_WORKERS = env.int("EMBEDDING_QUERY_WORKERS", default=8)
 # onnx-int8: the weights exported once to ONNX, quantized to int8 (ONNX Runtime's dynamic quantization) and run by
 # ONNX Runtime: a short query about twice as fast as the float export on one core, vectors at cosine ~0.99 to it
-# (bench/locomo.py reports recall for either). onnx: the float export (~2x faster than torch eager); torch: sentence-transformers' own
-# modules. Exports are made offline from the packaged model, once per machine: they are kept in EMBEDDING_CACHE_DIR,
-# outside any work tree or data folder, so every process, checkout and scratch run of one machine shares them.
+# (bench/locomo.py reports recall for either). onnx: the float export (~2x faster than torch eager); torch:
+# sentence-transformers' own modules. Exports are made offline from the packaged model, once per machine: they are
+# kept in EMBEDDING_CACHE_DIR, outside any work tree or data folder, so every process, checkout and scratch run of
+# one machine shares them.
 EMBEDDING_RUNTIME = env("EMBEDDING_RUNTIME", default="onnx-int8")  # onnx-int8 | onnx | torch
 EMBEDDING_WARM_AT_START = env.bool("EMBEDDING_WARM_AT_START", default=True)  # web processes load the model first
 EMBEDDING_CACHE_DIR = Path(env("EMBEDDING_CACHE_DIR", default=str(

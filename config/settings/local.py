@@ -10,4 +10,5 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # The embedded worker writes from threads: wait for locks and let readers run beside a writer.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"})
+        {"timeout": 30, "transaction_mode": "IMMEDIATE",
+         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"})

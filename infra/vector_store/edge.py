@@ -14,13 +14,46 @@ import threading
 from pathlib import Path
 
 from django.conf import settings
-from qdrant_edge import (CountRequest, Distance, EdgeConfig, EdgeOptimizersConfig, EdgeShard, EdgeSparseVectorParams,
-                         EdgeVectorParams, FloatIndexParams, Fusion, KeywordIndexParams, Memory, Modifier, Point,
-                         Prefetch, Query, QueryBatchRequest, QueryRequest, ScrollRequest, UpdateOperation)
+from qdrant_edge import (
+    CountRequest,
+    Distance,
+    EdgeConfig,
+    EdgeOptimizersConfig,
+    EdgeShard,
+    EdgeSparseVectorParams,
+    EdgeVectorParams,
+    FloatIndexParams,
+    Fusion,
+    KeywordIndexParams,
+    Memory,
+    Modifier,
+    Point,
+    Prefetch,
+    Query,
+    QueryBatchRequest,
+    QueryRequest,
+    ScrollRequest,
+    UpdateOperation,
+)
 
-from .base import (DENSE, RRF_K, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, SearchThroughBatch,
-                   VectorStoreError, admitted_hits, checked_point_payload, collection_name, hits_per_search,
-                   point_id_for, refuse_scope_change)
+from .base import (
+    DENSE,
+    RRF_K,
+    SPARSE,
+    Hit,
+    MemoryPoint,
+    Scope,
+    ScopeMissing,
+    Search,
+    SearchThroughBatch,
+    VectorStoreError,
+    admitted_hits,
+    checked_point_payload,
+    collection_name,
+    hits_per_search,
+    point_id_for,
+    refuse_scope_change,
+)
 from .filters import scope_filter, search_plan
 from .sparse import document_sparse
 

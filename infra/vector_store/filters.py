@@ -21,8 +21,15 @@ class ScopeFilter:
     point_ids: tuple[str, ...] | None = None
 
     def to_edge(self):
-        from qdrant_edge import (FieldCondition, Filter, HasIdCondition, IsEmptyCondition, MatchAny, MatchValue,
-                                 RangeFloat)
+        from qdrant_edge import (
+            FieldCondition,
+            Filter,
+            HasIdCondition,
+            IsEmptyCondition,
+            MatchAny,
+            MatchValue,
+            RangeFloat,
+        )
 
         must = [FieldCondition("tenant_id", match=MatchValue(self.tenant_id))]
         if self.user_id is not None:

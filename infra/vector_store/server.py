@@ -15,9 +15,23 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as m
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from .base import (DENSE, SPARSE, Hit, MemoryPoint, Scope, ScopeMissing, Search, SearchThroughBatch, VectorStoreError,
-                   admitted_hits, checked_point_payload, collection_name, hits_per_search, point_id_for,
-                   refuse_scope_change)
+from .base import (
+    DENSE,
+    SPARSE,
+    Hit,
+    MemoryPoint,
+    Scope,
+    ScopeMissing,
+    Search,
+    SearchThroughBatch,
+    VectorStoreError,
+    admitted_hits,
+    checked_point_payload,
+    collection_name,
+    hits_per_search,
+    point_id_for,
+    refuse_scope_change,
+)
 from .filters import scope_filter, search_plan
 from .sparse import document_sparse
 

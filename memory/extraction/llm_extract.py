@@ -75,7 +75,8 @@ def _candidates(items: list, *, source_type: str, extractor: str, min_confidence
             continue
         if kind not in KINDS or not text or len(text) > 400 or confidence < min_confidence:
             continue
-        out.append(Candidate(kind, text, source_type=source_type, subject=subject_normalize(str(item.get("subject") or "")),
+        out.append(Candidate(kind, text, source_type=source_type,
+                             subject=subject_normalize(str(item.get("subject") or "")),
                              value=str(item.get("value") or "").strip()[:200], confidence=confidence,
                              importance=0.7 if kind in ("preference", "fact") else 0.6, extractor=extractor))
     return out

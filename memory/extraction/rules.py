@@ -68,8 +68,8 @@ _RX_CHANGE = re.compile(r"\b(?:change|switch|update|move|set|make)\s+(?:the|my|o
 _RX_TRIP = re.compile(rf"\b(?:flight|fly|flying|trip|travel(?:l?ing)?|train|drive|driving|ticket|route)\b[^.!?;]*?"
                       rf"\bfrom\s+(?P<o>{_CAP})\s+to\s+(?P<d>{_CAP})")
 _RX_DEST = re.compile(rf"\b(?:fly(?:ing)?|travel(?:l?ing)?|flight|trip|heading|moving)\s+to\s+(?P<d>{_CAP})")
-_RX_BUDGET = re.compile(r"\b(?:under|below|less than|at most|max(?:imum)?(?: of)?|budget(?: of| is)?|up to|no more than)"
-                        r"\s*(?P<cur>[$€£])\s?(?P<n>\d[\d,]*(?:\.\d+)?)", re.I)
+_RX_BUDGET = re.compile(r"\b(?:under|below|less than|at most|max(?:imum)?(?: of)?|budget(?: of| is)?|"
+                        r"up to|no more than)\s*(?P<cur>[$€£])\s?(?P<n>\d[\d,]*(?:\.\d+)?)", re.I)
 
 # A standing instruction to the assistant: an imperative (no subject: it opens with a verb of doing or saying, or with
 # always / never / don't), after optional courtesy or scope ("please", "from now on,", "whenever you write code,"),

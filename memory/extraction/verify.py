@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from infra.errors import ServiceUnavailable
+from infra.vector_store import Scope, get_vector_store
 
 from ..models import MemoryRecord, MemoryStatus
-from infra.vector_store import Scope, get_vector_store
 from .candidate import Candidate, value_normalize
 
 log = logging.getLogger(__name__)

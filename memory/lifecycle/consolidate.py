@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+
 import numpy as np
 from django.conf import settings
 from django.db.models import Count, Exists, OuterRef, Q

@@ -40,8 +40,9 @@ def _expected_payload(record: MemoryRecord) -> dict:
 
 
 def _rows_phase(tenant: Tenant, store, scope, *, limit: int, after: str | None) -> tuple[dict, str | None]:
-    from ..outbox import outbox_enqueue
     from infra.vector_store import Scope
+
+    from ..outbox import outbox_enqueue
 
     qs = MemoryRecord.objects.for_tenant(tenant).order_by("pk")
     if after:

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from infra import clock
 
+from infra import clock
 from tenants.models import Tenant
 
 from ..models import JobRun

@@ -11,12 +11,11 @@ from infra.errors import ValidationFailed
 from infra.openapi import cursor_page
 from infra.pagination import paginate
 from infra.serializer_fields import JsonObjectField, StrictCharField
-from tenants.selectors import access_end_user
-
 from sessions import import_formats
 from sessions.models import Message
 from sessions.selectors import access_import_job, access_session, message_list, session_list
 from sessions.services import NewMessage
+from tenants.selectors import access_end_user
 
 from ..imports import import_forecast, import_job_create, imports_backlog_pending
 from ..messages import messages_append
@@ -131,7 +130,8 @@ class MessageBatchInput(serializers.Serializer):
 class SessionMessagesApi(APIView):
     @extend_schema(request=MessageBatchInput, operation_id="messages_append",
                    responses={201: inline_serializer("MessagesAppended", {"messages": MessageOutput(many=True)})},
-                   description="Append one message (a MessageInput object) or a batch ({\"messages\": [...]}), atomically.")
+                   description="Append one message (a MessageInput object) or a batch "
+                               "({\"messages\": [...]}), atomically.")
     def post(self, request, session_id):
         body = request.data
         if isinstance(body, dict) and "messages" in body:

@@ -86,10 +86,10 @@ class SlowModel:
 def test_embedded_worker_overlaps_the_model_calls_of_extractions(alice, tmp_path, broker, _redis_prefix):  # noqa: F811
     from django.conf import settings
 
+    from orchestration.messages import messages_append
+    from orchestration.sessions import session_open
     from sessions.models import Message
     from sessions.services import NewMessage
-    from orchestration.sessions import session_open
-    from orchestration.messages import messages_append
     from tenants.services import end_user_create
 
     model = SlowModel()

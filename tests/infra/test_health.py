@@ -6,7 +6,6 @@ from django.test import Client
 
 from infra.redis_client import reset_pool
 
-
 TOKEN = "operator-token-for-tests-0123"
 
 

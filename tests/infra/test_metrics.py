@@ -29,7 +29,8 @@ def test_memories_by_status_per_tenant(alice, bob, alice_user):
 
     for status, n in (("active", 3), ("pending_review", 1), ("deleted", 2)):
         for i in range(n):
-            MemoryRecord.objects.unscoped().create(tenant=alice, user=alice_user, kind="fact", text=f"{status} {i}", status=status)
+            MemoryRecord.objects.unscoped().create(tenant=alice, user=alice_user, kind="fact", text=f"{status} {i}",
+                                                   status=status)
     bob_user = end_user_create(tenant=bob, external_id="b")
     MemoryRecord.objects.unscoped().create(tenant=bob, user=bob_user, kind="fact", text="b", status="active")
     m = scrape()

@@ -16,7 +16,8 @@ PROBE = """
 import json, logging, django
 django.setup()
 names = json.loads(__import__("sys").argv[1])
-print(json.dumps({n: [logging.getLogger(n).isEnabledFor(logging.INFO), logging.getLogger(n).isEnabledFor(logging.WARNING)]
+print(json.dumps({n: [logging.getLogger(n).isEnabledFor(logging.INFO),
+                      logging.getLogger(n).isEnabledFor(logging.WARNING)]
                   for n in names}))
 """
 

@@ -8,12 +8,11 @@ import uuid
 
 import pytest
 
+from mcp_server.server import ACTIVE_FACTS_URI
 from memory.actions import memory_create, memory_delete
 from memory.models import MemoryEvent, MemoryRecord
-from mcp_server.server import ACTIVE_FACTS_URI
 from orchestration.messages import messages_append, source_of
-from orchestration.sessions import session_close, session_open
-from orchestration.sessions import session_finish
+from orchestration.sessions import session_close, session_finish, session_open
 from sessions.models import BridgeSummary
 from sessions.services import NewMessage
 from tenants.services import end_user_create
@@ -126,7 +125,8 @@ def test_remember_with_a_session_keeps_it_as_provenance(mcp_url, alice, ada):
 
 
 def test_remember_never_stores_a_secret(mcp_url, alice, ada):
-    body = structured(call(mcp_url, "remember", {"text": "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"}, key=alice.plain_key))
+    body = structured(call(mcp_url, "remember", {"text": "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789ABCD"},
+                           key=alice.plain_key))
     assert body["stored"] is False and body["outcome"] == "secret"
     assert not MemoryRecord.objects.for_tenant(alice).exists()
 

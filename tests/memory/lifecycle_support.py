@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.db import transaction
 
 from infra import clock
+from infra.vector_store import Scope, get_vector_store
 from memory.actions import content_hash_for, memory_history_write, memory_snapshot
 from memory.models import MemoryEvent, MemoryRecord
-from infra.vector_store import Scope, get_vector_store
 
 
 def memory_make(tenant, user, text, *, kind="fact", **fields) -> MemoryRecord:

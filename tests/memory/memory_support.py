@@ -13,10 +13,9 @@ MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 
 def record_turns(tenant, user, turns, *, start=MAY_8, extract=True, title=""):
     """turns: [(role, text)] → the stored messages of a new session (closed afterwards is up to the caller)."""
-    from orchestration.messages import message_extract
-    from sessions.services import NewMessage
+    from orchestration.messages import message_extract, messages_append
     from orchestration.sessions import session_open
-    from orchestration.messages import messages_append
+    from sessions.services import NewMessage
 
     session, _ = session_open(tenant=tenant, user=user, title=title, opened_at=start)
     items = [NewMessage(role=role, content=text, created_at=start + timedelta(seconds=30 * i),

@@ -41,11 +41,11 @@ def bob_user(bob):
 
 @pytest.fixture
 def data(alice, alice_user, alice_session, bob, bob_user):
+    from orchestration.messages import messages_append
+    from orchestration.sessions import session_close, session_open
     from orchestration.sessions import session_finish as _session_finish
     from sessions.models import SessionLink, SummaryAnchor
     from sessions.services import NewMessage
-    from orchestration.sessions import session_close, session_open
-    from orchestration.messages import messages_append
 
     msgs = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content="I am vegetarian and I live in Ghent"),
@@ -55,7 +55,8 @@ def data(alice, alice_user, alice_session, bob, bob_user):
     session_close(tenant=alice, session_id=alice_session.pk)
     _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
     later, _ = session_open(tenant=alice, user=alice_user)
-    SessionLink.objects.unscoped().get_or_create(tenant=alice, from_session=later, to_session=alice_session, kind="same_user")
+    SessionLink.objects.unscoped().get_or_create(tenant=alice, from_session=later, to_session=alice_session,
+                                                 kind="same_user")
     return {
         "active": memory_make(alice, alice_user, "The user is vegetarian", kind="preference",
                               session=alice_session, source_message=msgs[0], confidence=0.9),

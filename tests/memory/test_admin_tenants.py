@@ -28,7 +28,8 @@ def test_creating_a_key_shows_it_once_and_it_works(alice):
     client = login(staff_for(alice))
     r = client.post(f"{KEYS}add/", {"tenant": str(alice.pk), "name": "frontend"}, follow=True)
     assert r.status_code == 200
-    shown = [str(m) for m in get_messages(r.wsgi_request)] or re.findall(r"The API key for frontend is: \S+", r.content.decode())
+    shown = ([str(m) for m in get_messages(r.wsgi_request)]
+             or re.findall(r"The API key for frontend is: \S+", r.content.decode()))
     text = " ".join(shown)
     key = re.search(r"is: (\S+?)\.? Please", text).group(1)
     row = TenantApiKey.objects.unscoped().get(name="frontend")

@@ -63,8 +63,8 @@ def test_list_rejects_bad_filters_with_400(alice_client, alice_user, memories, q
 
 
 def test_get_one_with_provenance_and_history(alice, alice_client, alice_user, alice_session):
-    from sessions.services import NewMessage
     from orchestration.messages import messages_append
+    from sessions.services import NewMessage
 
     (msg,) = messages_append(tenant=alice, session_id=alice_session.pk,
                              items=[NewMessage(role="user", content="My cat is called Miso")], enqueue_extraction=False)
@@ -125,8 +125,8 @@ def test_export_is_json_with_memories_sessions_and_bridges(alice_client, alice_u
 
 def test_erase_leaves_zero_residue_in_each_store(alice, alice_client, alice_user, alice_session, bob, bob_user):
     from context.buffer import buffer_get
-    from sessions.services import NewMessage
     from orchestration.messages import messages_append
+    from sessions.services import NewMessage
 
     messages_append(tenant=alice, session_id=alice_session.pk,
                     items=[NewMessage(role="user", content="I need a hotel in Porto")], enqueue_extraction=False)
@@ -182,7 +182,8 @@ def test_erasing_a_user_deletes_their_keys_by_name_and_no_one_elses(alice, alice
     def keys_of(user, session):
         message = messages_append(tenant=alice, session_id=session.pk, enqueue_extraction=False,
                                   items=[NewMessage(role="user", content="I live in Porto.")])[0]
-        return [Keys.session_buffer(alice.pk, user.pk, session.pk), Keys.anchor_fold_lock(alice.pk, user.pk, session.pk),
+        return [Keys.session_buffer(alice.pk, user.pk, session.pk),
+                Keys.anchor_fold_lock(alice.pk, user.pk, session.pk),
                 Keys.anchor_queued_flag(alice.pk, user.pk, session.pk), Keys.memory_writes_lock(alice.pk, user.pk),
                 Keys.extract_lock(alice.pk, user.pk, message.pk)]
 

@@ -9,8 +9,8 @@ import pytest
 from infra import clock
 from infra.errors import Conflict, NotFound, ValidationFailed
 from memory import actions as controls
-from orchestration.export import memory_export
 from memory.models import MemoryEvent, MemoryRecord
+from orchestration.export import memory_export
 from tests.memory.lifecycle_support import memory_make, points_of, search_ids
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -120,15 +120,16 @@ def test_delete_all_deletes_only_that_users_memories(alice, alice_user):
     theirs = memory_make(alice, other_user, "their fact")
     assert controls.memory_delete_all(tenant=alice, user=alice_user, actor_type="end_user", batch_size=2) == 3
     assert controls.memory_delete_all(tenant=alice, user=alice_user, actor_type="end_user") == 0
-    assert set(MemoryRecord.objects.unscoped().filter(pk__in=[m.pk for m in mine]).values_list("status", flat=True)) == {"deleted"}
+    statuses = MemoryRecord.objects.unscoped().filter(pk__in=[m.pk for m in mine]).values_list("status", flat=True)
+    assert set(statuses) == {"deleted"}
     assert points_of(alice, alice_user) == {}
     assert set(points_of(alice, other_user)) == {str(theirs.pk)}
 
 
 def test_export_holds_memories_with_provenance_sessions_and_bridges(alice, alice_user, alice_session):
-    from sessions.services import NewMessage
-    from orchestration.sessions import session_close
     from orchestration.messages import messages_append
+    from orchestration.sessions import session_close
+    from sessions.services import NewMessage
 
     (msg,) = messages_append(tenant=alice, session_id=alice_session.pk, items=[
         NewMessage(role="user", content="I always fly with KLM")], enqueue_extraction=False)

@@ -1,8 +1,8 @@
 """Extraction feeds the open session's buffer at once, and an implicit-subject dislike is still a preference."""
 import pytest
 
-from memory.models import MemoryRecord
 from context.buffer import buffer_get
+from memory.models import MemoryRecord
 
 from .memory_support import record_turns
 
@@ -22,7 +22,8 @@ def test_lowercase_after_never_is_not_a_preference(alice, alice_user):
 
 
 def test_extracted_facts_join_the_open_session_buffer(alice, alice_user):
-    session, _ = record_turns(alice, alice_user, [("user", "My seat preference is aisle and my loyalty number is AB12345.")])
+    session, _ = record_turns(alice, alice_user,
+                              [("user", "My seat preference is aisle and my loyalty number is AB12345.")])
     buf = buffer_get(tenant_id=alice.pk, user_id=alice_user.pk, session_id=session.pk)
     facts = {f["text"] for f in buf.facts}
     stored = set(MemoryRecord.objects.unscoped().filter(tenant=alice, session=session).exclude(kind="event")

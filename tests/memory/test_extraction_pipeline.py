@@ -9,8 +9,8 @@ import httpx
 import pytest
 import respx
 
-from orchestration.messages import message_extract
 from memory.models import MemoryEvent, MemoryRecord
+from orchestration.messages import message_extract
 from orchestration.tasks import message_extract_task as memory_extract_task
 from sessions.models import Message
 
@@ -288,7 +288,8 @@ def test_extraction_waits_while_another_writer_holds_the_users_memories(alice, a
         assert Message.objects.unscoped().get(pk=message.pk).extracted_at is None  # not even marked extracted
 
     status = _write_while_the_users_lock_is_held(
-        alice, alice_user, lambda: message_extract(tenant_id=message.tenant_id, message_id=message.pk).status, while_waiting=nothing_written)
+        alice, alice_user, lambda: message_extract(tenant_id=message.tenant_id, message_id=message.pk).status,
+        while_waiting=nothing_written)
     assert status == "done" and _mine(alice, alice_user, subject="destination").count() == 1
 
 

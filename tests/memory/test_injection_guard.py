@@ -12,8 +12,12 @@ import pytest
 import respx
 
 from memory.extraction.candidate import Candidate
-from memory.extraction.injection import (candidate_instruction_kinds, candidates_screen, contains_instruction,
-                                         injection_screen)
+from memory.extraction.injection import (
+    candidate_instruction_kinds,
+    candidates_screen,
+    contains_instruction,
+    injection_screen,
+)
 from memory.models import MemoryEvent, MemoryRecord
 
 from .memory_support import record_turns

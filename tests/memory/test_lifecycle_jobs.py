@@ -5,8 +5,9 @@ from datetime import timedelta
 
 import pytest
 
-from infra import clock
 from context.compaction import buffers_compact
+from infra import clock
+from infra.vector_store import MemoryPoint, Scope, get_vector_store
 from memory.lifecycle.consolidate import memories_consolidate
 from memory.lifecycle.decay import effective_importance, memories_decay
 from memory.lifecycle.expire import memories_expire
@@ -15,7 +16,6 @@ from memory.lifecycle.merge import memories_merge
 from memory.lifecycle.reconcile import vectors_reconcile
 from memory.lifecycle.runs import job_run
 from memory.models import JobRun, MemoryEvent, MemoryRecord
-from infra.vector_store import MemoryPoint, Scope, get_vector_store
 from tests.memory.lifecycle_support import memory_make, points_of, search_ids
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -80,7 +80,8 @@ def test_merge_never_folds_a_contradiction(alice, alice_user):
     nyc = memory_make(alice, alice_user, "My destination is New York", subject="destination", value="NYC")
     nyc2 = memory_make(alice, alice_user, "My destination is New York!", subject="destination", value="Newark")
     drain("merge", memories_merge, alice)
-    assert set(MemoryRecord.objects.unscoped().filter(pk__in=[nyc.pk, nyc2.pk]).values_list("status", flat=True)) == {"active"}
+    statuses = MemoryRecord.objects.unscoped().filter(pk__in=[nyc.pk, nyc2.pk]).values_list("status", flat=True)
+    assert set(statuses) == {"active"}
 
 
 def test_merge_is_bounded_and_resumes_from_its_cursor(alice, make_tenant):
@@ -264,8 +265,8 @@ def test_forget_applies_the_tenants_retention(alice, alice_user):
 # --- consolidate ---------------------------------------------------------------------------------------------
 
 def test_repeated_preference_events_become_one_fact_without_an_llm(alice, alice_user, alice_session):
-    from sessions.services import NewMessage
     from orchestration.messages import messages_append
+    from sessions.services import NewMessage
 
     msgs = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[
         NewMessage(role="user", content=t) for t in ("I prefer aisle seats.", "i prefer aisle seats",
@@ -318,8 +319,8 @@ def test_consolidation_with_an_llm_uses_structured_output(alice, alice_user, set
     fact = MemoryRecord.objects.unscoped().get(extractor="consolidate")
     assert (fact.text, fact.source_type, fact.status) == ("The user runs in the park most mornings.", "inferred",
                                                           "active")
-    assert set(MemoryRecord.objects.unscoped().filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)) == {
-        "superseded"}
+    statuses = MemoryRecord.objects.unscoped().filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)
+    assert set(statuses) == {"superseded"}
 
 
 def test_an_llm_fact_held_for_review_leaves_the_events_and_is_not_proposed_again(alice, alice_user, settings):
@@ -348,20 +349,19 @@ def test_an_llm_fact_held_for_review_leaves_the_events_and_is_not_proposed_again
     assert route.call_count == 1 and again["facts"] == 0
     fact = MemoryRecord.objects.unscoped().get(extractor="consolidate")
     assert (fact.status, fact.source_type) == ("pending_review", "inferred")
-    assert set(MemoryRecord.objects.unscoped().filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)) == {
-        "active"}
+    statuses = MemoryRecord.objects.unscoped().filter(pk__in=[e.pk for e in events]).values_list("status", flat=True)
+    assert set(statuses) == {"active"}
 
 
 # --- compact buffers -----------------------------------------------------------------------------------------
 
 def test_idle_session_buffers_are_compacted(alice, alice_user, settings):
     from context.buffer import buffer_get
+    from infra.redis_client import Keys, get_redis
+    from orchestration.messages import messages_append
+    from orchestration.sessions import session_open
     from sessions.models import Session
     from sessions.services import NewMessage
-    from orchestration.sessions import session_open
-    from orchestration.messages import messages_append
-
-    from infra.redis_client import Keys, get_redis
 
     idle, _ = session_open(tenant=alice, user=alice_user)
     messages_append(tenant=alice, session_id=idle.pk, enqueue_extraction=False, items=[

@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from infra import clock
 from context.tasks import buffers_compact_task
+from infra import clock
 from memory.lifecycle import tasks
 from memory.models import JobRun, MemoryRecord
 from tests.memory.lifecycle_support import memory_make

@@ -27,7 +27,8 @@ SAMPLE = {
         "session_1_date_time": "1:56 pm on 8 May, 2023",
         "session_1": [
             {"speaker": "Caroline", "dia_id": "D1:1", "text": "Hey Mel! Good to see you!"},
-            {"speaker": "Melanie", "dia_id": "D1:2", "text": "Hi! I ran a charity race for mental health last Saturday."},
+            {"speaker": "Melanie", "dia_id": "D1:2",
+             "text": "Hi! I ran a charity race for mental health last Saturday."},
             {"speaker": "Caroline", "dia_id": "D1:3", "text": "I went to a LGBTQ support group yesterday.",
              "blip_caption": "a photo of a rainbow flag"},
         ],
@@ -57,7 +58,8 @@ def test_import_keeps_dataset_dates_dia_ids_and_provenance(alice, settings):
         own = {m.external_id for m in messages.filter(role="user")}
         assert own == {t["dia_id"] for n in (1, 2) for t in SAMPLE["conversation"][f"session_{n}"]
                        if t["speaker"] == name}
-    dia_of = {str(mid): ext for mid, ext in Message.objects.unscoped().filter(tenant=alice).values_list("pk", "external_id")}
+    dia_of = {str(mid): ext
+              for mid, ext in Message.objects.unscoped().filter(tenant=alice).values_list("pk", "external_id")}
     events = MemoryRecord.objects.unscoped().filter(tenant=alice, kind="event")
     # "Hey Mel! Good to see you!" is chatter; each other turn is its speaker's event and, in the other speaker's
     # session, what their assistant heard said.

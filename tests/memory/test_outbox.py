@@ -11,11 +11,11 @@ from django.utils import timezone
 
 from infra.embedder import set_embedder
 from infra.redis_client import Keys, get_redis
+from infra.vector_store import Scope, get_vector_store, set_vector_store
+from infra.vector_store.base import VectorStoreError
 from memory.models import MemoryRecord, VectorOutbox
 from memory.outbox import outbox_apply, outbox_enqueue, outbox_flush_task, outbox_pending_count
 from memory.points import point_payload, points_for_records
-from infra.vector_store import Scope, get_vector_store, set_vector_store
-from infra.vector_store.base import VectorStoreError
 
 
 class HashEmbedder:

@@ -8,12 +8,12 @@ import pytest
 
 from infra import clock
 from infra.errors import ServiceUnavailable
+from infra.vector_store import ScopeMissing, set_vector_store
+from memory.actions import memory_create
 from memory.models import MemoryRecord
 from memory.retrieval import memory_retrieve, memory_retrieve_for_users, query_build
 from memory.selectors import memory_points_count, memory_points_scroll, memory_points_search
-from memory.actions import memory_create
 from sessions.turn_reads import turns_around
-from infra.vector_store import ScopeMissing, set_vector_store
 
 from .memory_support import MAY_8, points_of, record_turns
 
@@ -63,7 +63,8 @@ def test_users_of_another_tenant_are_refused_even_when_passed(alice, alice_user,
 
 
 def test_scroll_count_search_and_delete_are_scoped(alice, bob, alice_user, world):
-    mine = {str(pk) for pk in MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user).values_list("pk", flat=True)}
+    mine = {str(pk) for pk in
+            MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user).values_list("pk", flat=True)}
     hits, _ = memory_points_scroll(tenant=alice, user=alice_user)
     assert {h.memory_id for h in hits} == mine
     assert memory_points_count(tenant=alice, user=alice_user) == len(mine)
@@ -192,7 +193,8 @@ def test_events_of_old_sessions_keep_their_dates_and_session_numbers(alice, alic
 
     s1, _ = record_turns(alice, alice_user, [("user", "I adopted a cat called Miso.")])
     session_close(tenant=alice, session_id=s1.pk)
-    record_turns(alice, alice_user, [("user", "Miso learned to open the fridge door.")], start=MAY_8 + timedelta(days=30))
+    record_turns(alice, alice_user, [("user", "Miso learned to open the fridge door.")],
+                 start=MAY_8 + timedelta(days=30))
     found = {m.text: m.provenance for m in memory_retrieve(tenant=alice, user=alice_user, query="Miso the cat", k=5)}
     assert found["Ada: I adopted a cat called Miso."] == "you said on 8 May 2023 (session 1)"
     assert found["Ada: Miso learned to open the fridge door."] == "you said on 7 June 2023 (session 2)"
@@ -233,7 +235,8 @@ def test_a_question_the_model_splits_into_parts_finds_the_best_memory_of_each_pa
     sights = ["the castle", "the tram 28 line", "the Belem tower", "the tile museum", "the cathedral",
               "the LX factory market", "the botanical garden", "the aquarium", "the fado house in Alfama",
               "the Gulbenkian museum", "the Time Out market", "the Jeronimos monastery"]
-    record_turns(alice, alice_user, [("user", f"On the trip, when we got to Lisbon we saw {sight}.") for sight in sights]
+    record_turns(alice, alice_user,
+                 [("user", f"On the trip, when we got to Lisbon we saw {sight}.") for sight in sights]
                  + [("user", "We flew to Lisbon on the third of June."),
                     ("user", "In Porto I bought a blue ceramic jug for my mother.")])
     question = "When did we get to Lisbon on the trip, and what did I buy in Porto?"

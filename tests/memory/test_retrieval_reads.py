@@ -9,11 +9,11 @@ from django.db import connection
 from django.db.models import JSONField, Value
 
 from infra import clock
+from memory.actions import memory_create
 from memory.models import MemoryRecord, MemoryStatus
 from memory.retrieval_reads import memory_rows, memory_rows_orm
-from sessions.turn_reads import turns_around, turns_around_orm
-from memory.actions import memory_create
 from sessions.models import Message
+from sessions.turn_reads import turns_around, turns_around_orm
 
 from .memory_support import record_turns
 
@@ -39,10 +39,12 @@ def stored(alice, bob, alice_user):
     MemoryRecord.objects.unscoped().filter(pk=stale.pk).update(expires_at=clock.now() - timedelta(days=1))
     dated = memory_create(tenant=alice, user=alice_user, kind="event", text="I landed in Porto yesterday.")
     odd = memory_create(tenant=alice, user=alice_user, kind="fact", text="My seat is 14C.")
-    MemoryRecord.objects.unscoped().filter(pk=odd.pk).update(source_message_ids=Value(None, JSONField()))  # JSON null, no list
-    MemoryRecord.objects.unscoped().filter(pk=dated.pk).update(metadata={"dates": DATES, "extractor_note": "kept out of reads"})
-    return {"other": memory_create(tenant=alice, user=other, kind="fact", text="Zed likes jazz."), "dated": str(dated.pk),
-            "outsider_ids": [str(pk) for pk in MemoryRecord.objects.unscoped().filter(tenant=bob).values_list("pk", flat=True)],
+    records = MemoryRecord.objects.unscoped()
+    records.filter(pk=odd.pk).update(source_message_ids=Value(None, JSONField()))  # JSON null, no list
+    records.filter(pk=dated.pk).update(metadata={"dates": DATES, "extractor_note": "kept out of reads"})
+    return {"other": memory_create(tenant=alice, user=other, kind="fact", text="Zed likes jazz."),
+            "dated": str(dated.pk),
+            "outsider_ids": [str(pk) for pk in records.filter(tenant=bob).values_list("pk", flat=True)],
             "gone": str(gone.pk), "stale": str(stale.pk), "messages": messages, "theirs": theirs, "session": session}
 
 

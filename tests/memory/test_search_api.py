@@ -5,8 +5,8 @@ from urllib.parse import urlencode
 
 import pytest
 
-from memory.actions import memory_create
 from infra.vector_store import set_vector_store
+from memory.actions import memory_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,7 +6,6 @@ import random
 import string
 
 import pytest
-
 from stdnum import iban, luhn
 
 from infra.secrets import secrets_redact
@@ -32,9 +31,11 @@ def _spaced(number: str) -> str:
 
 SECRETS: list[tuple[str, str, str]] = [  # (kind, secret, sentence containing it)
     *[("openai_key", s, f"here is my key {s} please keep it") for s in
-      (f"sk-proj-{_rand(40)}", f"sk-{_rand(48)}", f"sk-ant-api03-{_rand(60, string.ascii_letters + string.digits + '_-')}")],
-    *[("aws_key", s, f"the access key id is {s} for prod") for s in (f"AKIA{_rand(16, string.ascii_uppercase + string.digits)}",
-                                                                       f"ASIA{_rand(16, string.ascii_uppercase + string.digits)}")],
+      (f"sk-proj-{_rand(40)}", f"sk-{_rand(48)}",
+       f"sk-ant-api03-{_rand(60, string.ascii_letters + string.digits + '_-')}")],
+    *[("aws_key", s, f"the access key id is {s} for prod") for s in
+      (f"AKIA{_rand(16, string.ascii_uppercase + string.digits)}",
+       f"ASIA{_rand(16, string.ascii_uppercase + string.digits)}")],
     *[("github_token", s, f"use {s} to push") for s in (f"ghp_{_rand(36)}", f"github_pat_{_rand(60)}")],
     ("slack_token", f"xoxb-{_rand(12, string.digits)}-{_rand(24)}", None),
     ("google_key", f"AIza{_rand(35)}", None),
@@ -48,8 +49,8 @@ SECRETS: list[tuple[str, str, str]] = [  # (kind, secret, sentence containing it
     ("pin", "4821", "My PIN is 4821 for the debit card."),
     ("cvv", "937", "the cvv is 937"),
     ("bearer", f"Bearer {_rand(40)}", None),
-    ("private_key", "-----BEGIN RSA PRIVATE KEY-----\n" + _rand(64) + "\n" + _rand(64) + "\n-----END RSA PRIVATE KEY-----",
-     None),
+    ("private_key",
+     "-----BEGIN RSA PRIVATE KEY-----\n" + _rand(64) + "\n" + _rand(64) + "\n-----END RSA PRIVATE KEY-----", None),
     ("private_key", "-----BEGIN OPENSSH PRIVATE KEY-----\n" + _rand(70) + "\n-----END OPENSSH PRIVATE KEY-----", None),
     *[("card_number", n, f"charge my card {n} please") for n in
       (_spaced(_luhn_complete("4", 16)), _luhn_complete("51", 16), _spaced(_luhn_complete("37", 15)),

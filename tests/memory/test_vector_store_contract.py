@@ -5,7 +5,9 @@ import time
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from qdrant_client import QdrantClient
 
 from infra.vector_store import MemoryPoint, Scope, ScopeMissing

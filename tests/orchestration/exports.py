@@ -11,7 +11,8 @@ LOCOMO_SAMPLE = {
         "session_1_date_time": "1:56 pm on 8 May, 2023",
         "session_1": [
             {"speaker": "Caroline", "dia_id": "D1:1", "text": "Hey Mel! Good to see you!"},
-            {"speaker": "Melanie", "dia_id": "D1:2", "text": "Hi! I ran a charity race for mental health last Saturday."},
+            {"speaker": "Melanie", "dia_id": "D1:2",
+             "text": "Hi! I ran a charity race for mental health last Saturday."},
             {"speaker": "Caroline", "dia_id": "D1:3", "text": "I went to a LGBTQ support group yesterday.",
              "blip_caption": "a photo of a rainbow flag"},
         ],

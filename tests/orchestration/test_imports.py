@@ -10,8 +10,13 @@ from django.db import OperationalError, connection
 
 from memory.models import MemoryRecord
 from orchestration import imports
-from orchestration.imports import (IMPORT_CLOSE_REASON, import_job_advance, import_job_create,
-                                   imports_backlog_pending, imports_backlog_work)
+from orchestration.imports import (
+    IMPORT_CLOSE_REASON,
+    import_job_advance,
+    import_job_create,
+    imports_backlog_pending,
+    imports_backlog_work,
+)
 from sessions.models import BridgeSummary, ImportJob, Message, Session, SessionLink
 from tests.orchestration.exports import LOCOMO_SAMPLE, OPENAI_EXPORT, as_bytes, openai_conversation
 

@@ -8,10 +8,9 @@ import time
 from datetime import timedelta
 
 import pytest
-
-from infra import clock
 from django.db import transaction
 
+from infra import clock
 from memory.actions import memory_create
 from memory.sources import SourceMessage
 from orchestration.messages import messages_append

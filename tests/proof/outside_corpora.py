@@ -89,8 +89,8 @@ def faker_secrets(n_per_kind: int = 40, seed: int = 18) -> list[Sample]:
                   "visa19"]
     out = []
     for i in range(n_per_kind):
-        out.append(Sample("faker", "card_number", f"Please charge {us.credit_card_number(card_types[i % len(card_types)])} "
-                                                  "for the hotel."))
+        card = us.credit_card_number(card_types[i % len(card_types)])
+        out.append(Sample("faker", "card_number", f"Please charge {card} for the hotel."))
         locale = fake.locales[i % len(fake.locales)]
         out.append(Sample("faker", "iban", f"Send the refund to {fake[locale].iban()} when you can."))
         out.append(Sample("faker", "ssn", f"For the form, it is {us.ssn()}."))
@@ -113,7 +113,8 @@ def faker_lookalikes(n_per_kind: int = 20, seed: int = 18) -> list[Sample]:
         "routing_number": lambda: f"The branch code is {fake.aba()}.",
         "commit": lambda: f"The fix landed in commit {fake.sha1()}.",
         "uuid": lambda: f"The booking id is {fake.uuid4()}.",
-        "order_number": lambda: f"My order number is {fake.random_number(digits=fake.random_int(12, 16), fix_len=True)}.",
+        "order_number": lambda: (
+            f"My order number is {fake.random_number(digits=fake.random_int(12, 16), fix_len=True)}."),
         "date_and_price": lambda: f"On {fake.date()} I paid ${fake.pricetag()[1:]} for {fake.word()}.",
         "address": lambda: f"I live at {fake.street_address()}, {fake.postcode()}.",
         "ipv4": lambda: f"The printer is at {fake.ipv4_private()}.",

@@ -76,12 +76,11 @@ class World:
 def _build_world(make_tenant, django_user_model) -> World:
     from django.contrib.auth.models import Permission
 
-    from orchestration.messages import message_extract
     from memory.actions import memory_create
+    from orchestration.messages import message_extract, messages_append
+    from orchestration.sessions import session_close, session_open
     from orchestration.sessions import session_finish as _session_finish
     from sessions.services import NewMessage
-    from orchestration.sessions import session_close, session_open
-    from orchestration.messages import messages_append
     from tenants.services import end_user_create
     from webhooks.services import webhook_endpoint_create
 
@@ -139,8 +138,8 @@ def _build_world(make_tenant, django_user_model) -> World:
 
 def _foreign_state(world: World) -> str:
     """A digest of everything each tenant holds, to prove that writes aimed at foreign ids changed nothing."""
-    from memory.models import MemoryRecord
     from infra.vector_store import Scope, get_vector_store
+    from memory.models import MemoryRecord
     from sessions.models import Message, Session
     from tenants.models import EndUser
     from webhooks.models import WebhookEndpoint
@@ -386,7 +385,8 @@ def _fuzz_admin(world: World, tally: Tally, rng: random.Random):
         foreign_canaries = [c for key, c in world.canary.items() if key[0] != caller]
         foreign_ids = [v for key in world.users if key[0] != caller
                        for v in [str(world.users[key].pk), *world.sessions[key], *world.memories[key],
-                                 *world.messages[key], *world.webhooks[key], *world.jobs[key], str(world.tenants[key[0]].pk)]]
+                                 *world.messages[key], *world.webhooks[key], *world.jobs[key],
+                                 str(world.tenants[key[0]].pk)]]
         for model, model_admin in admin.site._registry.items():
             base = f"/admin/{model._meta.app_label}/{model._meta.model_name}/"
             label = f"admin {model._meta.label}"

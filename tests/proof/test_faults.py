@@ -120,10 +120,10 @@ def broker():
 
 def test_worker_killed_mid_bridges_leaves_exactly_one_bridge_per_closed_session(alice, tmp_path, broker,
                                                                                 _redis_prefix):
+    from orchestration.messages import messages_append
+    from orchestration.sessions import session_close, session_open
     from sessions.models import BridgeSummary, Message, Session
     from sessions.services import NewMessage
-    from orchestration.sessions import session_close, session_open
-    from orchestration.messages import messages_append
     from tenants.services import end_user_create
 
     sessions = []
@@ -167,8 +167,9 @@ def test_worker_killed_mid_bridges_leaves_exactly_one_bridge_per_closed_session(
         assert closed == len(sessions)
         assert all(count == 1 for count in per_session.values()), per_session
         # The bridge task finishes a session's extraction; the killed run's share of it is not lost either.
-        _wait(lambda: not Message.objects.unscoped().filter(session_id__in=sessions, role="user", extracted_at__isnull=True)
-              .exists(), timeout=120, what=lambda: f"every user message extracted (worker log:\n{worker.tail()})")
+        unextracted = Message.objects.unscoped().filter(session_id__in=sessions, role="user", extracted_at__isnull=True)
+        _wait(lambda: not unextracted.exists(), timeout=120,
+              what=lambda: f"every user message extracted (worker log:\n{worker.tail()})")
     finally:
         worker.stop()
 
@@ -259,11 +260,11 @@ def _task_arguments(name: str, task, world: dict) -> dict:
 
 
 def _world_for_tasks(alice, alice_user, settings) -> dict:
-    from memory.models import MemoryRecord, VectorOutbox
     from memory.actions import memory_create
-    from sessions.services import NewMessage
-    from orchestration.sessions import session_close, session_open
+    from memory.models import MemoryRecord, VectorOutbox
     from orchestration.messages import messages_append
+    from orchestration.sessions import session_close, session_open
+    from sessions.services import NewMessage
 
     # A webhook endpoint whose receiver is down, so every change below leaves a delivery to retry.
     from webhooks.models import WebhookDelivery
@@ -488,11 +489,11 @@ def test_qdrant_unreachable_turns_answer_without_memories_and_writes_wait_in_the
                                                                                       broker):
     from qdrant_client import QdrantClient
 
-    from memory.models import MemoryRecord, MemoryStatus
-    from memory.outbox import outbox_flush_task, outbox_pending_count
-    from memory.actions import memory_create
     from infra.vector_store import Scope, get_vector_store, reset_vector_store, set_vector_store
     from infra.vector_store.server import ServerVectorStore
+    from memory.actions import memory_create
+    from memory.models import MemoryRecord, MemoryStatus
+    from memory.outbox import outbox_flush_task, outbox_pending_count
 
     respx.post(f"{LLM_URL}/chat/completions").mock(side_effect=_echo_llm)
     respx.route(host="127.0.0.1").pass_through()

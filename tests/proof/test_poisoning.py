@@ -38,9 +38,9 @@ DETECTED_WITH_PAYLOAD_KEPT = 4
 
 
 def _record(tenant, user, texts, *, start=T0):
-    from sessions.services import NewMessage
-    from orchestration.sessions import session_open
     from orchestration.messages import messages_append
+    from orchestration.sessions import session_open
+    from sessions.services import NewMessage
 
     session, _ = session_open(tenant=tenant, user=user, opened_at=start)
     items = [NewMessage(role="user", content=t, created_at=start + timedelta(seconds=30 * i))
@@ -110,9 +110,9 @@ def test_outside_attacks_a_fooled_llm_extractor_returns_are_stored_only_when_the
 @pytest.mark.django_db
 def test_remember_tool_refuses_every_outside_attack_the_guard_detects(alice, alice_user):
     """The assistant's remember tool ends in memory_remember: a fooled model must not plant a detected attack."""
+    from memory.actions import memory_remember
     from memory.extraction.injection import contains_instruction
     from memory.models import MemoryRecord
-    from memory.actions import memory_remember
 
     from .outside_corpora import injection_attempts
 

@@ -1,4 +1,4 @@
-"""Unbounded consumption: per-tenant request and token quotas (atomic in Redis), 429 + Retry-After, 400 before the LLM."""
+"""Unbounded consumption: tenant request and token quotas (atomic in Redis), 429 + Retry-After, 400 before the LLM."""
 from __future__ import annotations
 
 import threading

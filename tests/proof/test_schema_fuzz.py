@@ -54,10 +54,10 @@ CONFORMANCE = [status_code_conformance, content_type_conformance, response_schem
 @pytest.fixture
 def world(make_tenant):
     """One tenant with real objects, so fuzzed ids sometimes name something that exists."""
+    from orchestration.messages import messages_append
+    from orchestration.sessions import session_open
     from sessions.models import ImportJob
     from sessions.services import NewMessage
-    from orchestration.sessions import session_open
-    from orchestration.messages import messages_append
     from tenants.services import end_user_create
 
     tenant = make_tenant("Fuzz", requests_per_minute=1_000_000, tokens_per_minute=10_000_000)
@@ -81,7 +81,8 @@ def world(make_tenant):
         ids["webhook_id"].append(str(endpoint.pk))
     try:
         from memory.models import MemoryRecord
-        ids["memory_id"].extend(str(i) for i in MemoryRecord.objects.unscoped().filter(tenant=tenant).values_list("id", flat=True))
+        ids["memory_id"].extend(
+            str(i) for i in MemoryRecord.objects.unscoped().filter(tenant=tenant).values_list("id", flat=True))
     except Exception:  # noqa: BLE001 - memories are optional here; random ids still exercise the 404 paths
         pass
     return tenant, ids

@@ -6,11 +6,9 @@ import re
 import openai
 import pytest
 
-from orchestration.messages import message_extract
 from memory.models import MemoryRecord
-from orchestration.messages import messages_append
-from orchestration.sessions import session_close
-from orchestration.sessions import session_finish
+from orchestration.messages import message_extract, messages_append
+from orchestration.sessions import session_close, session_finish
 from sessions.models import BridgeSummary
 from sessions.services import NewMessage
 
@@ -38,7 +36,8 @@ def test_closing_a_session_writes_an_abstractive_bridge(real_llm, alice, alice_s
         messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
                         items=[NewMessage(role="user", content=user), NewMessage(role="assistant", content=assistant)])
     session_close(tenant=alice, session_id=alice_session.pk)
-    bridge = session_finish(tenant_id=alice.pk, session_id=alice_session.pk) or BridgeSummary.objects.unscoped().get(session=alice_session)
+    bridge = (session_finish(tenant_id=alice.pk, session_id=alice_session.pk)
+              or BridgeSummary.objects.unscoped().get(session=alice_session))
     assert len([c for c in real_llm.calls if c.get("response_format")]) == 1
     assert bridge.method == "abstractive", bridge.text
     assert "newark" in bridge.text.lower() or "$400" in bridge.text, bridge.text

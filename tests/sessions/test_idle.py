@@ -6,11 +6,10 @@ from datetime import timedelta
 import pytest
 
 from infra import clock
-from orchestration.sessions import sessions_close_idle
+from orchestration.messages import messages_append
+from orchestration.sessions import session_open, sessions_close_idle
 from sessions.models import Session
 from sessions.services import NewMessage
-from orchestration.sessions import session_open
-from orchestration.messages import messages_append
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -82,7 +82,8 @@ def test_bad_item_rejects_whole_batch(alice_client, alice_session):
 
 def test_duplicate_external_id_rejects_whole_batch(alice_client, alice_session):
     url = f"/api/v1/sessions/{alice_session.id}/messages"
-    assert alice_client.post(url, {"role": "user", "content": "a", "external_id": "x1"}, format="json").status_code == 201
+    r = alice_client.post(url, {"role": "user", "content": "a", "external_id": "x1"}, format="json")
+    assert r.status_code == 201
     r = alice_client.post(url, {"messages": [{"role": "user", "content": "b", "external_id": "x2"},
                                              {"role": "user", "content": "c", "external_id": "x1"}]}, format="json")
     assert r.status_code == 409

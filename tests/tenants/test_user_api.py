@@ -1,7 +1,6 @@
 """End-user endpoints: happy paths, validation, auth and ownership."""
 import pytest
 
-
 pytestmark = pytest.mark.django_db(transaction=True)
 
 

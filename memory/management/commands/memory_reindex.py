@@ -18,14 +18,15 @@ class Command(BaseCommand):
     help = "Re-embed and upsert every memory into the vector store, then remove orphan points."
 
     def add_arguments(self, parser):
-        parser.add_argument("--tenant", action="append", default=[], help="Tenant slug or id (repeatable); default all.")
+        parser.add_argument("--tenant", action="append", default=[],
+                            help="Tenant slug or id (repeatable); default all.")
         parser.add_argument("--batch-size", type=int, default=128)
         parser.add_argument("--clean", action="store_true", help="Delete each tenant's points before rebuilding.")
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args, tenant, batch_size, clean, no_progress, **options):
-        from memory.points import points_for_records
         from infra.vector_store import Scope, get_vector_store
+        from memory.points import points_for_records
 
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1.")

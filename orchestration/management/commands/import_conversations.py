@@ -14,8 +14,13 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from infra.errors import AppError
-from orchestration.imports import (import_job_advance, import_job_create, import_job_failed, import_job_resume,
-                                   imports_backlog_pending)
+from orchestration.imports import (
+    import_job_advance,
+    import_job_create,
+    import_job_failed,
+    import_job_resume,
+    imports_backlog_pending,
+)
 from sessions.import_formats import FORMATS
 from sessions.models import ImportJob
 from sessions.selectors import access_import_job

@@ -168,7 +168,8 @@ def buffers(draw):
     anchors = [{"first_seq": i, "last_seq": i, "first_turn": i, "last_turn": i, "text": draw(_words), "tokens": 0}
                for i in range(draw(st.integers(0, 6)))]
     return Buffer(session_id="s", seq=seq, turns=draw(st.integers(0, 3)), goal=draw(_words),
-                  subgoals=[{"key": str(i), "text": draw(_words) or "x", "status": draw(st.sampled_from(["open", "done"]))}
+                  subgoals=[{"key": str(i), "text": draw(_words) or "x",
+                             "status": draw(st.sampled_from(["open", "done"]))}
                             for i in range(draw(st.integers(0, 5)))],
                   tools=[{"tool": "t", "args": draw(_words)[:80], "outcome": draw(_words)[:160], "status": "ok",
                           "count": 1} for _ in range(draw(st.integers(0, 5)))],

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from orchestration.sessions import session_finish as _session_finish
 from context.links import reference_in
-from sessions.models import Session, SessionLink
-from sessions.services import NewMessage
-from orchestration.sessions import session_close, session_open
 from orchestration.context import turn_context
 from orchestration.messages import messages_append
+from orchestration.sessions import session_close, session_open
+from orchestration.sessions import session_finish as _session_finish
+from sessions.models import Session, SessionLink
+from sessions.services import NewMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

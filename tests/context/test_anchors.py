@@ -7,13 +7,13 @@ import httpx
 import pytest
 import respx
 
-from infra.redis_client import Keys, get_redis
 from context.anchors import anchor_plan, anchors_fold, extractive_summary, sentence_score
 from context.buffer import buffer_get
+from context.tasks import anchor_fold_task
+from infra.redis_client import Keys, get_redis
+from orchestration.messages import messages_append
 from sessions.models import SummaryAnchor
 from sessions.services import NewMessage
-from orchestration.messages import messages_append
-from context.tasks import anchor_fold_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -128,7 +128,8 @@ def test_abstractive_anchor_with_an_llm(alice, alice_session, settings):
     queued = Keys.anchor_queued_flag(alice.pk, alice_session.user_id, alice_session.pk)
     assert get_redis().exists(queued)  # queued once, not once per append
     # ... and the task folds abstractively (run here in-process; JSON round trip of its argument).
-    assert anchor_fold_task.apply(args=json.loads(json.dumps([str(alice_session.tenant_id), str(alice_session.pk)]))).get() == 1
+    args = json.loads(json.dumps([str(alice_session.tenant_id), str(alice_session.pk)]))
+    assert anchor_fold_task.apply(args=args).get() == 1
     made = list(SummaryAnchor.objects.unscoped().filter(session=alice_session))
     assert len(made) == 1 and made[0].method == "abstractive"
     assert made[0].text.startswith("User flies SFO to NYC") and "Delta 7am" in made[0].text

@@ -8,14 +8,23 @@ import pytest
 import redis
 from django.db import connection
 
-from infra.redis_client import Keys, get_redis
 from context import buffer as buf_mod
-from context.buffer import (buffer_add_facts, buffer_add_subgoal, buffer_append_messages, buffer_compact,
-                             buffer_complete_subgoal, buffer_delete, buffer_get, buffer_record_tool, buffer_set_goal,
-                             buffer_update_notes)
+from context.buffer import (
+    buffer_add_facts,
+    buffer_add_subgoal,
+    buffer_append_messages,
+    buffer_compact,
+    buffer_complete_subgoal,
+    buffer_delete,
+    buffer_get,
+    buffer_record_tool,
+    buffer_set_goal,
+    buffer_update_notes,
+)
+from infra.redis_client import Keys, get_redis
+from orchestration.messages import messages_append
 from sessions.models import Message, Session, SummaryAnchor
 from sessions.services import NewMessage
-from orchestration.messages import messages_append
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
