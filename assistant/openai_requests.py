@@ -123,8 +123,9 @@ def _messages_parse(messages) -> list[dict]:
     return parsed
 
 
-def client_tools_parse(data: dict) -> ClientTools | None:
-    """The request's `tools`, `tool_choice` and `parallel_tool_calls` (Chat Completions shapes)."""
+def client_tool_fields(data: dict) -> tuple[list, object, object] | None:
+    """(tools, tool_choice, parallel_tool_calls) as the request gives them, tools a list; None when the request
+    leaves the client's tools out altogether. Both OpenAI surfaces read them this way; each checks its own shapes."""
     tools, choice, parallel = data.get("tools"), data.get("tool_choice"), data.get("parallel_tool_calls")
     if tools is None and choice in (None, "auto", "none") and parallel is None:
         return None
@@ -132,6 +133,15 @@ def client_tools_parse(data: dict) -> ClientTools | None:
         tools = []
     if not isinstance(tools, list):
         raise invalid("'tools' must be an array of function tools.", param="tools")
+    return tools, choice, parallel
+
+
+def client_tools_parse(data: dict) -> ClientTools | None:
+    """The request's `tools`, `tool_choice` and `parallel_tool_calls` (Chat Completions shapes)."""
+    fields = client_tool_fields(data)
+    if fields is None:
+        return None
+    tools, choice, parallel = fields
     definitions = []
     for tool in tools:
         if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):

@@ -18,6 +18,7 @@ from .client_tools import client_function, client_tools_build
 from .openai_bodies import continuum_extension
 from .openai_requests import (
     ChatRequest,
+    client_tool_fields,
     conversation_parse,
     invalid,
     model_options_parse,
@@ -102,13 +103,10 @@ def _input_messages(value) -> list[dict]:
 
 
 def _tools(data: dict):
-    tools, choice, parallel = data.get("tools"), data.get("tool_choice"), data.get("parallel_tool_calls")
-    if tools is None and choice in (None, "auto", "none") and parallel is None:
+    fields = client_tool_fields(data)
+    if fields is None:
         return None
-    if tools is None:
-        tools = []
-    if not isinstance(tools, list):
-        raise invalid("'tools' must be an array of function tools.", param="tools")
+    tools, choice, parallel = fields
     definitions = []
     for tool in tools:
         if not isinstance(tool, dict) or tool.get("type") != "function":

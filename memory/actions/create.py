@@ -140,7 +140,7 @@ def memory_supersede(
 
 
 def _held_for_review(tenant: Tenant, record: MemoryRecord) -> bool:
-    return record.status == MemoryStatus.ACTIVE and record.confidence < (tenant.review_supersede_below or 0.0)
+    return record.status == MemoryStatus.ACTIVE and record.confidence < tenant.review_supersede_below
 
 
 def decisions_apply(
