@@ -24,7 +24,8 @@ from .grounded_notes import note_ground, sentence_supported
 
 log = logging.getLogger(__name__)
 
-_DECISION = re.compile(r"\b(let's|let us|decided|decide|go with|i'll take|i will take|book it|book the|choose|chose|"
+# What someone says when they settle something: the bridge's "decided" and a session note's decision lines.
+DECISION_CUE = re.compile(r"\b(let's|let us|decided|decide|go with|i'll take|i will take|book it|book the|choose|chose|"
                        r"pick|confirm|settle|agreed|switch|change (?:it|the)|i'll go|yes,? (?:please|do it))\b", re.I)
 _FINDING = re.compile(r"\b(found|there (?:is|are)|available|costs?|priced|option|departs?|arrives?|comes to|"
                       r"total|returns?|shows?)\b|\$|€|£|\d", re.I)
@@ -62,7 +63,7 @@ def bridge_parts(doc: dict, messages: list[dict]) -> dict:
     if not found:
         found = [s for m in assistants[-6:] for s in sentences(m["content"]) if _FINDING.search(s)][-2:]
     decided = [s["text"] for s in doc.get("subgoals") or [] if s.get("status") == "done"][-2:]
-    decided += [s for m in users for s in sentences(m["content"]) if _DECISION.search(s)][-2:]
+    decided += [s for m in users for s in sentences(m["content"]) if DECISION_CUE.search(s)][-2:]
     open_items = list(notes.get("open_questions") or [])
     if not open_items:
         open_items = [s["text"] for s in doc.get("subgoals") or [] if s.get("status") != "done"]

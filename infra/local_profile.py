@@ -18,7 +18,7 @@ LOCAL_PROFILE = {
     "LLM_TIMEOUT_SECONDS": 120,
     "LLM_MAX_RETRIES": 0,
     "LLM_MAX_TOKENS": {"default": 384, "turn": 160, "closing": 160, "rewrite": 96, "extraction": 256,
-                       "bridge": 320, "anchor": 320, "consolidate": 256},
+                       "bridge": 320, "anchor": 320, "consolidate": 256, "note": 320},
     "LLM_BACKGROUND_CONCURRENCY": 1,
     "LLM_SCHEMA_LENGTH_LIMITS": True,
     "ASSISTANT_MAX_STEPS": 1,

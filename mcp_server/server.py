@@ -34,7 +34,8 @@ from .auth import Caller, current_caller
 ACTIVE_FACTS_URI = "continuum://memories/active"
 ACTIVE_FACTS_LIMIT = 500
 SESSIONS_MAX = 100
-Kind = Literal[tuple(MemoryKind.values)]
+# What a client may remember: a session note is written by the session's close, never by a caller.
+Kind = Literal[tuple(k for k in MemoryKind.values if k != MemoryKind.NOTE)]
 
 INSTRUCTIONS = (
     "Long-term memory of one end user (the one your connection names). search_memories before answering from what "

@@ -15,6 +15,8 @@ class MemoryKind(models.TextChoices):
     GOAL = "goal", "Goal"
     EVENT = "event", "Event"
     PROCEDURE = "procedure", "Procedure"
+    # A line of a closed session's note (topics, decisions, facts, open items), citing the turns it comes from.
+    NOTE = "note", "Session note"
 
 
 class SourceType(models.TextChoices):

@@ -44,7 +44,8 @@ def memory_line(m) -> str:
     """One memory as the model reads it: its words, what kind of record it is unless it is a quote, resolved
     relative dates, and any neighbouring turns shown with it."""
     notes = [] if m.kind == "event" else [m.kind]
-    if m.source_type in _SOURCE_NOTE:
+    # A session note's line is the system's by definition: "[note]" says where it came from.
+    if m.source_type in _SOURCE_NOTE and m.kind != "note":
         notes.append(_SOURCE_NOTE[m.source_type])
     line = f"- {'[' + ', '.join(notes) + '] ' if notes else ''}{m.text}"
     resolved = relative_dates_render(m.dates)

@@ -413,10 +413,12 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
             cut = pos
             break
         primary = row["source_message_id"]  # the reads give ids as strings (or None)
-        if primary and primary in shown_turns:
-            # One memory per source turn: a turn's event, the facts drawn from it and its other passages say the
-            # same thing or sit in the same message; a second one spends tokens that a memory of another turn would
-            # spend on news, and k results then cover as many turns as k whole turns would.
+        stands_for = _turns_of(row)
+        if stands_for and stands_for <= shown_turns:
+            # One memory per source turn: a turn's event, the facts drawn from it, its other passages and a session
+            # note's line citing it say the same thing or sit in the same message; a second one spends tokens that a
+            # memory of another turn would spend on news, and k results then cover as many turns as k whole turns
+            # would. A note line stands for every turn it cites, so it comes in while one of them is not shown yet.
             continue
         said = " ".join(row["text"].lower().split())
         if said in shown_texts:
@@ -456,8 +458,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
                 else:  # the turns around it do not fit: it is shown alone, and nothing after it is
                     m.neighbours, m.neighbour_message_ids = [], []
                     last = True
-        if primary:
-            shown_turns.add(primary)
+        shown_turns.update(stands_for)
         shown_turns.update(m.neighbour_message_ids)
         shown_texts.add(said)
         block.add(m, cost)
@@ -478,6 +479,15 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     return out
 
 
+def _turns_of(row: dict) -> set[str]:
+    """The turns a memory stands for in the one-memory-per-turn rule: its source turn, and every turn a session note's
+    line cites (the line is read in their place)."""
+    primary = row["source_message_id"]
+    if row["kind"] == MemoryKind.NOTE:
+        return {*(row["source_message_ids"] or []), *([primary] if primary else [])}
+    return {primary} if primary else set()
+
+
 def _next_best(rest: list, *, limit: int, block: BlockBudget, shown: set, parts) -> list[RetrievedMemory]:
     """The best rows after the budget filled up, at most `limit` (what k had room for): what a larger budget would
     have shown next, each with what it would have cost."""
@@ -486,7 +496,8 @@ def _next_best(rest: list, *, limit: int, block: BlockBudget, shown: set, parts)
         if len(found) >= limit:
             break
         primary = row["source_message_id"]
-        if primary and primary in shown:
+        stands_for = _turns_of(row)
+        if stands_for and stands_for <= shown:
             continue
         m = RetrievedMemory(memory_id=row["id"], kind=row["kind"], text=row["text"], score=round(score, 4),
                             source_type=row["source_type"], created_at=row["created_at"], session_id=row["session_id"],

@@ -81,7 +81,9 @@ def import_forecast(*, tenant: Tenant, fmt: str, payload: bytes | None = None, f
     if "\x00" in speaker:
         raise ValidationFailed("speaker contains a NUL character.")
     now = clock.now()
-    ttls = {k: days for k in MemoryKind.values if (days := memory_ttl_days(tenant=tenant, kind=k)) is not None}
+    # By the kinds a message's memories take (a session's note is written per session, not per message).
+    ttls = {k: days for k in MemoryKind.values
+            if k != MemoryKind.NOTE and (days := memory_ttl_days(tenant=tenant, kind=k)) is not None}
     expiring = dict.fromkeys(ttls, 0)
     roles = extracted_roles(tenant)
 

@@ -1,5 +1,5 @@
 """A session's life across the stores: opening links it to the user's previous session; closing (by the API, the
-tenant's open policy or the idle timeout) enqueues the task that writes its bridge and finishes its work."""
+tenant's open policy or the idle timeout) enqueues the task that writes its bridge and note and finishes its work."""
 from __future__ import annotations
 
 import logging
@@ -12,6 +12,7 @@ from django.db import transaction
 from context.bridge import bridge_write
 from context.buffer import buffer_delete
 from context.links import links_create_for_new_session
+from context.session_notes import session_notes_write
 from infra import clock
 from infra.errors import NotFound
 from infra.task_queue import task_enqueue, task_enqueue_on_commit
@@ -138,8 +139,9 @@ def sessions_close_idle(*, now: datetime | None = None, limit: int | None = None
 
 
 def session_finish(*, tenant_id, session_id):
-    """A closed session's work, each step idempotent: its bridge (exactly one), extraction of whatever was never
-    extracted, and its Redis buffer dropped. Returns the bridge, None when there is nothing to do."""
+    """A closed session's work, each step idempotent: its bridge (exactly one), its note (lines citing its turns,
+    written once), extraction of whatever was never extracted, and its Redis buffer dropped. Returns the bridge, None
+    when there is nothing to do."""
     session = Session.objects.for_tenant(tenant_id).filter(pk=session_id).select_related("tenant").first()
     if session is None:
         log.info("finishing session %s skipped: the session is gone", session_id)
@@ -148,6 +150,7 @@ def session_finish(*, tenant_id, session_id):
         log.info("finishing session %s skipped: still open", session_id)
         return None
     bridge = bridge_write(session=session)
+    session_notes_write(session=session)
     # An imported session's messages are extracted by its user's paced import backlog (orchestration/imports.py).
     pending = [] if session.close_reason == IMPORT_CLOSE_REASON else messages_pending_extraction(
         tenant_id=tenant_id, session_id=session_id, limit=_MAX_EXTRACTION_ENQUEUE)

@@ -188,7 +188,7 @@ LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=2)
 # within seconds. turn: one step of the ReAct loop; closing: its last call without tools.
 LLM_MAX_TOKENS = env.json("LLM_MAX_TOKENS", default={
     "default": 512, "turn": 512, "closing": 384, "rewrite": 128, "extraction": 384, "bridge": 256, "anchor": 256,
-    "consolidate": 384})
+    "consolidate": 384, "note": 384})
 # Send the JSON schemas' length bounds (maxLength, maxItems) to the model server. llama-server compiles them into
 # its output grammar, which stops a small model looping inside one string; hosted strict modes reject some of them
 # (OpenAI's has no maxLength), so by default they are left out of the request. Answers are validated against the
@@ -247,13 +247,17 @@ CONTINUUM_SYSTEM_PROMPT = env("CONTINUUM_SYSTEM_PROMPT", default=(
 CONTINUUM_LINK_SIMILARITY_THRESHOLD = env.float("CONTINUUM_LINK_SIMILARITY_THRESHOLD", default=0.55)
 CONTINUUM_LINK_REFERENCE_THRESHOLD = env.float("CONTINUUM_LINK_REFERENCE_THRESHOLD", default=0.25)
 CONTINUUM_LINK_CANDIDATES = env.int("CONTINUUM_LINK_CANDIDATES", default=50)
+# At close each session gets a note whose lines (topics, decisions, facts, open items) cite the turns they come from,
+# stored as memories (context/session_notes.py). Lines per note: at most this many, and about one per two turns.
+CONTINUUM_SESSION_NOTES = env.bool("CONTINUUM_SESSION_NOTES", default=True)
+CONTINUUM_SESSION_NOTE_MAX_LINES = env.int("CONTINUUM_SESSION_NOTE_MAX_LINES", default=12)
 # Idle sessions closed per run of the beat job; more are re-enqueued.
 CONTINUUM_IDLE_CLOSE_BATCH = env.int("CONTINUUM_IDLE_CLOSE_BATCH", default=200)
 
 # --- Long-term memory: extraction, verification, retrieval (issue 4) ---------
 # Days a memory lives, by kind (None: until deleted). Tenant.memory_ttl_days overrides per kind.
 MEMORY_TTL_DAYS = env.json("MEMORY_TTL_DAYS", default={
-    "event": 365, "goal": 90, "preference": None, "fact": None, "procedure": None})
+    "event": 365, "goal": 90, "preference": None, "fact": None, "procedure": None, "note": 365})
 # Cosine similarity above which a new memory is the same as an active one of the same user (reinforce, not insert).
 MEMORY_DUPLICATE_SIMILARITY = env.float("MEMORY_DUPLICATE_SIMILARITY", default=0.92)
 # Candidates fetched per retriever (dense and BM25) and per user before fusion and reranking.

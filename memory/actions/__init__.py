@@ -1,5 +1,6 @@
 """Every change of a memory's state, in one package: create, remember (dedup and supersede aware), reinforce,
-supersede, edit, approve, reject, expire, decay, fold (merge), consolidate, delete, restore, forget, erase.
+supersede, edit, approve, reject, expire, decay, fold (merge), consolidate, delete, restore, forget, erase, and a
+closed session's note.
 
 Each change locks or creates the row, writes its MemoryEvent (who, before, after) and records the vector write
 in the outbox inside one transaction; the point reaches Qdrant after commit. Extraction, the assistant's tools,
@@ -7,7 +8,7 @@ the lifecycle jobs, the admin and the end-user API all come here, and nothing el
 the secrets filter before anything is stored.
 
 The package holds them by family: records (how any change is written), create, review (changes people ask
-for) and lifecycle (changes the jobs make). Import from the package.
+for), lifecycle (changes the jobs make) and notes (a session's note lines). Import from the package.
 """
 
 from .create import (
@@ -28,6 +29,7 @@ from .lifecycle import (
     memories_forget_records,
     memory_decay,
 )
+from .notes import NoteLine, note_line_id, session_note_records, session_note_write, session_note_written
 from .records import (
     MAX_SOURCE_MESSAGES,
     MEMORY_NAMESPACE,
@@ -65,6 +67,7 @@ __all__ = [
     "MAX_SOURCE_MESSAGES",
     "MEMORY_NAMESPACE",
     "MEMORY_TEXT_MAX_CHARS",
+    "NoteLine",
     "PENDING_MARK",
     "content_hash_for",
     "decisions_apply",
@@ -95,5 +98,9 @@ __all__ = [
     "memory_ttl_days",
     "memory_update_text",
     "memory_vectors_enqueue",
+    "note_line_id",
+    "session_note_records",
+    "session_note_write",
+    "session_note_written",
     "vector_op_for",
 ]
