@@ -1,13 +1,14 @@
 """Session notes: at close, a session's topics, decisions, facts and open items as a few lines, each citing the turns
 it comes from, stored as memories (memory/actions/notes.py) that retrieval can return in place of long passages.
 
-Without a model the note is extractive: the session's sentences (code blocks, list markers and filler aside) are
-scored by what they say (context/anchors.py's cues: goals, preferences, decisions, constraints, numbers and dates,
-questions) and by how specific they are to their turn (the words of a sentence said once in the session are a
-detail; words said in every turn are its background), then the best are taken, one per turn and no two alike, about
-one line per exchange. A line cites its own turn, the other turns that say the same thing, and the turn before it
-when that turn supports most of its words (a decision answers the suggestion it takes). A topics line names the
-words the session keeps coming back to and cites the turns that use most of them.
+Without a model the note is extractive: the session's sentences (code blocks, list markers, filler and sentences
+that are most of their turn aside) are scored by how specific they are: words rare in general (names, numbers,
+identifiers, terms of art) and rare in the session (a word said once is a detail, words said in every turn are its
+background), with a small lift for a decision or a question the user left open. The best are taken, spread over the
+turns and no two alike, about one line per exchange or per paragraph said. A line cites its own turn, the other turns
+that say the same thing, and the turn before it when that turn supports most of its words (a decision answers the
+suggestion it takes). A topics line names the words the session keeps coming back to (rare ones first) and cites the
+turns that use most of them.
 
 With a model the note is abstractive: the model writes the lines with the numbers of the turns they come from, and
 each line stands only when its cited turns support it (context/grounded_notes.py); with no line left the extractive
@@ -36,7 +37,6 @@ from memory.models import MemoryRecord
 from memory.sources import SourceMessage
 from sessions.models import Message, Session
 
-from .anchors import sentence_score
 from .bridge import DECISION_CUE
 from .grounded_notes import sentence_supported
 
@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 # A line is one sentence someone could say: shorter says nothing on its own, longer is a passage, not a line.
 LINE_MIN_WORDS = 5
 LINE_MAX_TOKENS = 40
+# A note condenses: a sentence that is most of its turn is the turn itself, which is a memory already (a second copy
+# only competes with it), so a line quotes at most this share of its turn's tokens.
+LINE_MAX_SHARE_OF_TURN = 0.5
 # About one line per exchange (a user turn and its reply) or per paragraph said (~150 tokens), whichever gives more,
 # so a session of long messages gets as many lines as the paragraphs it holds and a note stays a small share of it.
 TURNS_PER_LINE = 2
@@ -52,6 +55,8 @@ TOKENS_PER_LINE = 150
 # Two sentences sharing this share of their content words make the same point (one line, citing both turns).
 SAME_POINT = 0.6
 TOPIC_WORDS = 5
+# What a decision or an open question adds to a sentence's specificity (0 to 1) when the lines are chosen.
+KIND_BONUS = 0.25
 MESSAGES_READ_MAX = 500
 TRANSCRIPT_TOKENS = 4000  # what the model reads of the session (as the bridge)
 TURN_TOKENS = 300  # of each turn, so a long one does not crowd out the rest
@@ -109,11 +114,12 @@ def _turn_sentences(turn: SourceMessage) -> list[str]:
     """The sentences of a turn a note could quote: code blocks, list markers, filler, fragments and run-on lines
     aside."""
     text = _CODE_BLOCK.sub("\n", turn.content or "")
+    limit = min(LINE_MAX_TOKENS, LINE_MAX_SHARE_OF_TURN * count_tokens(turn.content or ""))
     out = []
     for sentence in sentences(text):
         sentence = _LIST_MARK.sub("", sentence).strip()
         if (len(sentence.split()) < LINE_MIN_WORDS or sentence.endswith(":") or is_filler_sentence(sentence)
-                or count_tokens(sentence) > LINE_MAX_TOKENS):
+                or count_tokens(sentence) > limit):
             continue
         out.append(sentence)
     return out
@@ -134,22 +140,27 @@ def _candidates(turns: list[SourceMessage], ignore: tuple) -> list[_Sentence]:
             if len(words) < 2:
                 continue
             twin = next((s for s in found if _same_point(s.words, words)), None)
-            if twin is not None:
-                if twin.turn != i and i not in twin.also:
-                    twin.also.append(i)
-                continue
-            found.append(_Sentence(text, i, words, terms))
-    # Specificity, from 0 to 1: the mean over a sentence's words of how rare the word is in general (word_rarity)
-    # times how rare it is in this session (inverse frequency among its sentences: the words a session says again
-    # and again are its background, a word said once is a detail).
+            if twin is None:
+                found.append(_Sentence(text, i, words, terms))
+            elif _label(_Sentence(text, i, words, terms), turn) != "fact" and _label(twin, turns[twin.turn]) == "fact":
+                # The user settling (or asking about) what was said before: that is the line, citing both turns.
+                also = [twin.turn, *(t for t in twin.also if t != i)]
+                twin.text, twin.turn, twin.words, twin.terms, twin.also = text, i, words, terms, also
+            elif twin.turn != i and i not in twin.also:
+                twin.also.append(i)
+    # Specificity: over a sentence's words, how rare each is in general (word_rarity) times how rare it is in this
+    # session (inverse frequency among its sentences: the words a session says again and again are its background, a
+    # word said once is a detail).
     df = Counter(w for s in found for w in s.words)
     n = len(found)
     for s in found:
         local = {w: math.log(1 + n / df[w]) / math.log(1 + n) if n > 1 else 1.0 for w in s.words}
-        spec = sum(word_rarity(surface) * local[w] for w, surface in s.terms.items()) / len(s.terms)
-        # The cue score counts the kinds of content a sentence carries (2-3 each): scaled to 4, specificity can
-        # outweigh one cue (a precise fact with no cue word beats a vague sentence with one), not two.
-        s.score = sentence_score(s.text) + 4.0 * spec
+        # Normalised by the square root of its length (as a vector norm is): a long sentence is not specific for
+        # saying more common words, a short one not for having two rare ones.
+        s.score = sum(word_rarity(surface) * local[w] for w, surface in s.terms.items()) / math.sqrt(len(s.terms))
+        if _label(s, turns[s.turn]) != "fact":
+            # A decision or a question left open is what a note is for: it wins over a statement as specific.
+            s.score += KIND_BONUS
     return found
 
 
@@ -184,7 +195,9 @@ def _topic_line(turns: list[SourceMessage], ignore: tuple) -> NoteLine | None:
         seen = set()
         for word in _WORD.findall(_CODE_BLOCK.sub(" ", turn.content or "")):
             stems = content_words(word, ignore=ignore)
-            if len(stems) != 1 or len(word) < 3 or any(ch.isdigit() for ch in word):
+            # Not a topic: a number, a contraction ("they're"), or a word that is filler on its own ("wow").
+            if (len(stems) != 1 or len(word) < 3 or any(ch.isdigit() or ch in "'’" for ch in word)
+                    or is_filler_sentence(word)):
                 continue
             stem = next(iter(stems))
             surface.setdefault(stem, Counter())[word.lower()] += 1
@@ -297,8 +310,9 @@ def session_note_compose(turns: list[SourceMessage], *, tools_done: list[str] = 
     return extractive_note(turns, ignore=ignore), "extractive"
 
 
-def _turns(session: Session) -> tuple[list[SourceMessage], list[str]]:
-    """The session's turns a note may quote (the roles the tenant remembers), and the tools called in it."""
+def _turns(session: Session) -> tuple[list[SourceMessage], list[str], tuple]:
+    """The session's turns a note may quote (the roles the tenant remembers), the tools called in it, and the words
+    of its speakers' names."""
     roles = extracted_roles(session.tenant)
     name = (session.user.display_name or "").strip() or "The user"
     rows = list(Message.objects.for_tenant(session.tenant_id).filter(session=session).order_by("seq")
@@ -306,7 +320,9 @@ def _turns(session: Session) -> tuple[list[SourceMessage], list[str]]:
     turns = [SourceMessage(id=str(m["id"]), session_id=str(session.pk), created_at=m["created_at"], role=m["role"],
                            content=m["content"], speaker=name if m["role"] == "user" else (m["name"] or "Assistant"))
              for m in rows if m["role"] in roles and (m["content"] or "").strip()]
-    return turns, [m["name"] for m in rows if m["role"] == Message.Role.TOOL and m["name"]]
+    names = [name, *(m["name"] for m in rows if m["role"] == Message.Role.ASSISTANT and m["name"])]
+    tools = [m["name"] for m in rows if m["role"] == Message.Role.TOOL and m["name"]]
+    return turns, tools, tuple(dict.fromkeys(w for n in names for w in n.split()))
 
 
 def session_notes_write(*, session: Session) -> list[MemoryRecord]:
@@ -317,11 +333,10 @@ def session_notes_write(*, session: Session) -> list[MemoryRecord]:
     tenant = session.tenant
     if session_note_written(tenant=tenant, session_id=session.pk):
         return session_note_records(tenant=tenant, session_id=session.pk)
-    turns, tools_done = _turns(session)
+    # The speakers' names are in every turn: they say nothing about what the session was about.
+    turns, tools_done, ignore = _turns(session)
     if not turns:
         return []
-    # The speakers' names are in every turn: they say nothing about what the session was about.
-    ignore = tuple(dict.fromkeys(w for t in turns for w in (t.speaker or "").split()))
     lines, method = session_note_compose(turns, tools_done=tools_done, ignore=ignore, session_label=str(session.pk))
     return session_note_write(tenant=tenant, user=session.user, session_id=session.pk, lines=lines, method=method,
                               said_at=session.closed_at or session.opened_at)

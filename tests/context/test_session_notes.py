@@ -10,11 +10,13 @@ import httpx
 import pytest
 import respx
 
+from context.session_notes import extractive_note
 from infra.support import support_share
 from infra.vector_store import Scope, get_vector_store
 from memory.actions import memory_delete, note_line_id
 from memory.models import MemoryKind, MemoryRecord, MemoryStatus, SourceType
 from memory.retrieval import memory_retrieve
+from memory.sources import SourceMessage
 from orchestration.erasure import user_erase
 from orchestration.messages import messages_append
 from orchestration.sessions import session_close, session_finish, session_open
@@ -35,10 +37,14 @@ TURNS = [
     ("assistant", "The slow part is almost certainly the invoices query. I would cache the invoices list in Redis "
                   "with a five-minute expiry and delete the cached key on every write. An index on customer_id "
                   "and due_on would help the query itself as well."),
-    ("user", "Let's go with the Redis cache and the five-minute expiry for the invoices list. The index can wait "
-             "until the import from the old spreadsheet is finished."),
-    ("assistant", "Good. Cache the rendered list, not the model objects, so a deploy cannot serve stale fields."),
-    ("user", "One more thing for next time: should the overdue reminders run nightly or every hour?"),
+    ("user", "Thanks, I read through both options twice and talked it over with my colleague. Let's go with the Redis "
+             "cache and the five-minute expiry for the invoices list. The index can wait until the import is done, "
+             "because the columns may still change."),
+    ("assistant", "Good. Cache the rendered list, not the model objects, so a deploy cannot serve stale fields. "
+                  "Keep the expiry in settings so you can change it without a release."),
+    ("user", "That is enough for today, I have to pick up my daughter from school soon. One more thing for next "
+             "time: should the overdue reminders run nightly or every hour? The accountants have not told me yet "
+             "which one they prefer."),
 ]
 
 
@@ -80,15 +86,37 @@ def test_a_closed_session_gets_note_lines_citing_its_turns(alice, alice_user, ex
         assert support_share(note.text, [turns[c].content for c in cited], ignore=("Ada", "Assistant")) >= 0.5, \
             note.text
     labels = {n.metadata["note"] for n in notes}
-    assert {"topic", "decision", "open"} <= labels, [n.text for n in notes]
-    decision = next(n for n in notes if n.metadata["note"] == "decision")
-    # The decision takes the assistant's suggestion: it cites its own turn and the suggestion's.
-    assert decision.text.startswith("Decided (Ada): Let's go with the Redis cache")
-    assert [turns[c].seq for c in decision.source_message_ids] == [3, 2]
-    assert any("3.4 seconds" in n.text for n in notes)
+    assert {"topic", "open"} <= labels, [n.text for n in notes]
+    assert next(n for n in notes if n.metadata["note"] == "open").text == (
+        "Open (Ada): One more thing for next time: should the overdue reminders run nightly or every hour?")
     # Each line is a point in the store, scoped to the tenant and user like every memory.
     points = get_vector_store().scroll(Scope(tenant_id=str(alice.pk), user_id=str(alice_user.pk)), limit=1000)[0]
     assert {str(n.pk) for n in notes} <= {p.memory_id for p in points}
+
+
+def test_a_decision_cites_the_suggestion_it_takes():
+    suggestion = SourceMessage(id="m1", role="assistant", speaker="Assistant", content=(
+        "Two things would fix the slow page. I would cache the invoices list in Redis with a five-minute expiry. "
+        "An index on customer_id and due_on would also help, but it is more work while the columns still change."))
+    decision = SourceMessage(id="m2", role="user", speaker="Ada", content=(
+        "Thank you, that is clear and it helps a lot. I have been thinking about it all day. Let's go with the Redis "
+        "cache and the five-minute expiry for the invoices list. I will have a go at it this evening."))
+    lines = extractive_note([suggestion, decision], ignore=("Ada", "Assistant"))
+    taken = next(line for line in lines if line.label == "decision")
+    assert taken.text == ("Decided (Ada): Let's go with the Redis cache and the five-minute expiry for the invoices "
+                          "list.")
+    # It takes what the turn before suggested, so it cites that turn as well.
+    assert [s.id for s in taken.sources] == ["m2", "m1"]
+
+
+def test_a_sentence_that_is_most_of_its_turn_is_not_quoted_again():
+    short = SourceMessage(id="m1", role="user", speaker="Ada", content="We adopted a grey cat called Pixel yesterday.")
+    long = SourceMessage(id="m2", role="assistant", speaker="Assistant", content=(
+        "Congratulations on Pixel! Grey cats of that age usually settle in within two weeks. Keep the litter tray "
+        "away from the food bowls, and book the first vet visit within a month of adoption."))
+    lines = extractive_note([short, long], ignore=("Ada", "Assistant"))
+    quoted = [line for line in lines if line.label != "topic"]
+    assert quoted and all([s.id for s in line.sources][0] == "m2" for line in quoted), [x.text for x in lines]
 
 
 def test_finishing_twice_writes_one_note(alice, alice_user, extract_calls, bridge_calls):
@@ -227,18 +255,17 @@ def test_a_note_line_is_read_in_place_of_the_passages_of_its_turns(alice, alice_
     session = _closed(alice, alice_user)
     for m in Message.objects.for_tenant(alice).filter(session=session):
         message_extract(tenant_id=alice.pk, message_id=m.pk)
-    decision = next(n for n in _notes(alice, session) if n.metadata["note"] == "decision")
-    got = memory_retrieve(tenant=alice, user=alice_user, query="Let's go with the Redis cache and the five-minute "
-                          "expiry for the invoices list", k=20, token_budget=2000, record_access=False)
-    assert decision.pk.hex in {m.memory_id.replace("-", "") for m in got}
-    # The decision's line stands for both turns it cites: neither turn's own memories spend the budget again.
-    cited = set(decision.source_message_ids)
+    line = next(n for n in _notes(alice, session) if n.metadata["note"] != "topic")
+    query = line.text.split(": ", 1)[1]
+    got = memory_retrieve(tenant=alice, user=alice_user, query=query, k=20, token_budget=2000, record_access=False)
+    assert str(line.pk) in {m.memory_id for m in got}
+    # The line stands for the turns it cites: their own memories do not spend the budget again.
+    cited = set(line.source_message_ids)
     again = [m for m in got if m.kind != MemoryKind.NOTE and m.source_message_id in cited]
     assert not again, [(m.kind, m.text[:60]) for m in again]
     # Without the note those turns' own memories are what comes back.
     MemoryRecord.objects.for_tenant(alice).filter(kind=MemoryKind.NOTE).update(status=MemoryStatus.DELETED)
-    got = memory_retrieve(tenant=alice, user=alice_user, query="Let's go with the Redis cache and the five-minute "
-                          "expiry for the invoices list", k=20, token_budget=2000, record_access=False)
+    got = memory_retrieve(tenant=alice, user=alice_user, query=query, k=20, token_budget=2000, record_access=False)
     assert {m.source_message_id for m in got} >= cited
 
 
