@@ -18,8 +18,8 @@ How a query is answered, and why:
 5. The budget counts what the model reads (memory/rendering.py): each memory's line with its resolved dates and
    its session heading when it opens one. Under a budget a long memory is shown as its best sentences for the query,
    with a marker where text was cut (memory/excerpts.py), so the budget holds evidence from more turns. The strongest
-   episodic hits are shown with the turns right before and after them (what was asked, what was answered) when that
-   still fits: those turns often hold the answer.
+   episodic hits (a turn's words, or a session note's line read in their place) are shown with the turns right before
+   and after them (what was asked, what was answered) when that still fits: those turns often hold the answer.
 """
 from __future__ import annotations
 
@@ -291,7 +291,10 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
     Messages are stored with their secrets already cut out (`message_rows_append` is their only writer, and the golden
     set test reads the tables back), so they are shown as stored.
     """
-    sources = {r["source_message_id"]: r["id"] for r in rows if r["source_message_id"]}
+    sources: dict[str, list[str]] = {}  # message -> the memories of it (its passages, a note line quoting it)
+    for r in rows:
+        if r["source_message_id"]:
+            sources.setdefault(r["source_message_id"], []).append(r["id"])
     out: dict[str, list[tuple[str, str]]] = {}
     for m in sorted(turns_around(tenant=tenant, message_ids=list(sources)), key=lambda m: m["seq"]):
         if m["role"] not in ("user", "assistant"):
@@ -303,8 +306,13 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
         # to a fixed size it would spend a long-message conversation's budget on text that answers nothing (the
         # turn's own passages are memories, found when they match).
         if body.strip() and count_tokens(turn) <= NEIGHBOUR_MAX_TOKENS:
-            out.setdefault(sources[m["around"]], []).append((m["pk"], turn))
+            for memory_id in sources[m["around"]]:
+                out.setdefault(memory_id, []).append((m["pk"], turn))
     return out
+
+
+# What is shown with its neighbouring turns: a turn's own words, and a session note's line read in their place.
+_EXPANDED_KINDS = (MemoryKind.EVENT, MemoryKind.NOTE)
 
 
 def _excerpt(m: RetrievedMemory, *, weights: dict[str, float], limit: int) -> str:
@@ -392,7 +400,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     expand = neighbours is not None and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     nearby = {}
     if expand:
-        events = [r for _, r in ranked if r["kind"] == MemoryKind.EVENT]
+        events = [r for _, r in ranked if r["kind"] in _EXPANDED_KINDS]
         top_events = events[:settings.MEMORY_NEIGHBOUR_EXPANSION_HITS + 1]
         nearby = _neighbours(tenant=tenant, rows=top_events, names=names, turns_around=neighbours)
 
@@ -448,7 +456,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
                 cut = pos
                 break
         if (expand and not last and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS
-                and row["kind"] == MemoryKind.EVENT):
+                and row["kind"] in _EXPANDED_KINDS):
             turns = [(mid, t) for mid, t in nearby.get(row["id"], []) if mid not in shown_turns]
             if turns:
                 m.neighbours, m.neighbour_message_ids = [t for _, t in turns], [mid for mid, _ in turns]

@@ -1,8 +1,9 @@
 """A closed session's note, stored as memories: one per line, each line's provenance the turns it cites.
 
 Written once per session: the lines' ids derive from the session (uuid5), so two runs of the close task collide on
-the same rows and the first one's note stands; a note once written (its first line has a row or a history event,
-which outlives a forgotten line) is never written again, so a line the user deleted does not come back.
+the same rows and the first one's note stands; a note once written (a line of it has a row, or its first line a
+history event, which outlives a forgotten line) is never written again, so a line the user deleted does not come
+back.
 """
 from __future__ import annotations
 
@@ -50,9 +51,10 @@ def session_note_records(*, tenant: Tenant, session_id) -> list[MemoryRecord]:
 
 
 def session_note_written(*, tenant: Tenant, session_id) -> bool:
-    """Whether this session's note was ever written (its first line exists, or its history does)."""
+    """Whether this session has its note: a note line of it exists (written here, or brought by a portable import
+    with its session), or the history of its first line does (the line was forgotten)."""
     first = note_line_id(session_id, 0)
-    return (MemoryRecord.objects.for_tenant(tenant).filter(pk=first).exists()
+    return (MemoryRecord.objects.for_tenant(tenant).filter(session_id=session_id, kind=MemoryKind.NOTE).exists()
             or MemoryEvent.objects.for_tenant(tenant).filter(memory_uuid=first).exists())
 
 

@@ -67,7 +67,10 @@ def test_import_keeps_dataset_dates_dia_ids_and_provenance(alice, settings):
     assert events.filter(source_type="assistant").count() == 4
     for record in MemoryRecord.objects.unscoped().filter(tenant=alice):
         message = Message.objects.unscoped().get(pk=record.source_message_id)
-        assert message.role == ("user" if record.source_type != "assistant" else "assistant")
+        if record.kind == "note":  # a session note's line cites turns of its session, whoever said them
+            assert message.session_id == record.session_id
+        else:
+            assert message.role == ("user" if record.source_type != "assistant" else "assistant")
         assert message.session.user_id == record.user_id
         assert record.created_at == message.created_at
     events = events.filter(source_type="user_stated")
@@ -82,9 +85,11 @@ def test_import_keeps_dataset_dates_dia_ids_and_provenance(alice, settings):
     found = memory_retrieve_for_users(tenant=alice, users=list(users.values()), query="When did Caroline go to the "
                                       "LGBTQ support group?", k=3, token_budget=400, record_access=False,
                                       neighbours=turns_around)
-    assert found[0].memory_id == str(support.pk)
-    assert found[0].provenance == 'you said on 8 May 2023 (session 1); "yesterday" = 7 May 2023'
-    assert bench.memory_dia_ids(found[0], dia_of) == {"D1:3", "D1:2"}  # its turn and the turn before it
+    # The turn itself, or its session note's line quoting it (read in its place), with the turn before it.
+    assert found[0].memory_id == str(support.pk) or found[0].kind == "note"
+    assert dia_of[found[0].source_message_id] == "D1:3"
+    assert found[0].provenance.endswith(' on 8 May 2023 (session 1); "yesterday" = 7 May 2023')
+    assert bench.memory_dia_ids(found[0], dia_of) == {"D1:3", "D1:2"}
 
 
 def test_session_dates_parse_like_the_dataset():
