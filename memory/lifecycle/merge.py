@@ -16,7 +16,7 @@ from infra.embedder import get_embedder
 from tenants.models import EndUser, Tenant
 
 from ..actions import memories_fold
-from ..models import MemoryRecord, MemoryStatus, SourceType
+from ..models import MemoryKind, MemoryRecord, MemoryStatus, SourceType
 from .runs import JobResult, UserPass
 
 # How many of a user's most recent active memories one pass compares.
@@ -86,8 +86,10 @@ def memories_merge(*, tenant: Tenant, limit: int, cursor: str | None = None) -> 
         if compared >= limit:
             more = True
             break
+        # A session note's lines summarise their own session: two alike from two sessions are two sessions' notes,
+        # and a folded line would stand for the turns of both in retrieval.
         records = list(MemoryRecord.objects.for_tenant(tenant).filter(user=user, status=MemoryStatus.ACTIVE)
-                       .order_by("-created_at")[:PER_USER_CAP])
+                       .exclude(kind=MemoryKind.NOTE).order_by("-created_at")[:PER_USER_CAP])
         compared += len(records)
         last_user = user.pk
         for cluster in duplicate_clusters(records, threshold=settings.MEMORY_MERGE_SIMILARITY):

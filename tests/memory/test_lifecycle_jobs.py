@@ -84,6 +84,16 @@ def test_merge_never_folds_a_contradiction(alice, alice_user):
     assert set(statuses) == {"active"}
 
 
+def test_merge_leaves_two_sessions_note_lines_apart(alice, alice_user):
+    """Alike lines of two sessions' notes are two sessions' notes: folded, one line would stand for both sessions'
+    turns in retrieval."""
+    monday = memory_make(alice, alice_user, "Topics: invoices, caching, redis, expiry.", kind="note")
+    tuesday = memory_make(alice, alice_user, "Topics: invoices, caching, redis, expiry.", kind="note")
+    drain("merge", memories_merge, alice)
+    statuses = MemoryRecord.objects.unscoped().filter(pk__in=[monday.pk, tuesday.pk]).values_list("status", flat=True)
+    assert list(statuses) == ["active", "active"]
+
+
 def test_merge_is_bounded_and_resumes_from_its_cursor(alice, make_tenant):
     from tenants.services import end_user_create
 
