@@ -18,8 +18,10 @@ How a query is answered, and why:
 5. The budget counts what the model reads (memory/rendering.py): each memory's line with its resolved dates and
    its session heading when it opens one. Under a budget a long memory is shown as its best sentences for the query,
    with a marker where text was cut (memory/excerpts.py), so the budget holds evidence from more turns. The strongest
-   episodic hits (a turn's words, or a session note's line read in their place) are shown with the turns right before
-   and after them (what was asked, what was answered) when that still fits: those turns often hold the answer.
+   episodic hits are shown with the turns right before and after them (what was asked, what was answered) when that
+   still fits: those turns often hold the answer. A session note's line is not: it is there to be read cheaply in
+   place of its turns' passages, and shown with neighbours it costs what they would (on LoCoMo dev that lowered
+   recall within 500 and 1,000 tokens; docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -311,10 +313,6 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
     return out
 
 
-# What is shown with its neighbouring turns: a turn's own words, and a session note's line read in their place.
-_EXPANDED_KINDS = (MemoryKind.EVENT, MemoryKind.NOTE)
-
-
 def _excerpt(m: RetrievedMemory, *, weights: dict[str, float], limit: int) -> str:
     """The memory's words within `limit` tokens of text: whole, or its best sentences (an event keeps its speaker)."""
     prefix = m.text[:m.text.index(": ") + 2] if m.kind == MemoryKind.EVENT and ": " in m.text[:80] else ""
@@ -400,7 +398,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     expand = neighbours is not None and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     nearby = {}
     if expand:
-        events = [r for _, r in ranked if r["kind"] in _EXPANDED_KINDS]
+        events = [r for _, r in ranked if r["kind"] == MemoryKind.EVENT]
         top_events = events[:settings.MEMORY_NEIGHBOUR_EXPANSION_HITS + 1]
         nearby = _neighbours(tenant=tenant, rows=top_events, names=names, turns_around=neighbours)
 
@@ -456,7 +454,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
                 cut = pos
                 break
         if (expand and not last and len(out) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS
-                and row["kind"] in _EXPANDED_KINDS):
+                and row["kind"] == MemoryKind.EVENT):
             turns = [(mid, t) for mid, t in nearby.get(row["id"], []) if mid not in shown_turns]
             if turns:
                 m.neighbours, m.neighbour_message_ids = [t for _, t in turns], [mid for mid, _ in turns]

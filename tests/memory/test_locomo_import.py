@@ -85,11 +85,12 @@ def test_import_keeps_dataset_dates_dia_ids_and_provenance(alice, settings):
     found = memory_retrieve_for_users(tenant=alice, users=list(users.values()), query="When did Caroline go to the "
                                       "LGBTQ support group?", k=3, token_budget=400, record_access=False,
                                       neighbours=turns_around)
-    # The turn itself, or its session note's line quoting it (read in its place), with the turn before it.
+    # The turn itself (shown with the turn before it), or its session note's line quoting it, read in its place.
     assert found[0].memory_id == str(support.pk) or found[0].kind == "note"
     assert dia_of[found[0].source_message_id] == "D1:3"
     assert found[0].provenance.endswith(' on 8 May 2023 (session 1); "yesterday" = 7 May 2023')
-    assert bench.memory_dia_ids(found[0], dia_of) == {"D1:3", "D1:2"}
+    assert "D1:3" in bench.memory_dia_ids(found[0], dia_of)
+    assert set().union(*(bench.memory_dia_ids(m, dia_of) for m in found)) >= {"D1:3", "D1:2"}
 
 
 def test_session_dates_parse_like_the_dataset():
