@@ -269,7 +269,8 @@ def test_imported_sessions_get_their_bridges_and_extraction_from_the_paced_backl
     sessions = Session.objects.for_tenant(alice).filter(user=alice_user)
     assert BridgeSummary.objects.for_tenant(alice).filter(session__in=sessions).count() == 2
     assert imports_backlog_pending(tenant_id=alice.pk, user_id=alice_user.pk) == {"bridges": 0, "extractions": 0}
-    memory = MemoryRecord.objects.for_tenant(alice).get(user=alice_user, text__contains="support group")
+    memory = MemoryRecord.objects.for_tenant(alice).get(user=alice_user, text__contains="support group",
+                                                         kind="event")
     assert memory.source_message.external_id == "D1:3"
     assert memory.created_at == datetime(2023, 5, 8, 13, 57, tzinfo=timezone.utc)
     from infra.redis_client import Keys, get_redis
