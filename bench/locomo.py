@@ -418,6 +418,7 @@ def main(argv=None) -> dict:
     full_tokens, questions = [], 0
     by_category: dict[int, list[float]] = {c: [] for c in CATEGORIES}
     by_type: dict[str, list[float]] = {}
+    by_type_within: dict[int, dict[str, list[float]]] = {b: {} for b in BUDGETS}
     base_by_type: dict[str, list[float]] = {}
     answer_shown: dict[str, list[bool]] = {}  # short answers only: does the text the model reads contain it?
     misses: list[dict] = []
@@ -477,6 +478,7 @@ def main(argv=None) -> dict:
                 found |= {dia_of[e.source_message_id] for e in shown if e.source_message_id in dia_of}
                 r = evidence_recall(evidence, found)
                 ours["recall_within"][budget].append(r)
+                by_type_within[budget].setdefault(question_type(qa), []).append(r)
                 # What the model reads (the rendered block: headings, dates, neighbours), and the memory text alone.
                 ours["tokens"][budget].append(ctx.tokens)
                 ours["tokens_text_only"][budget].append(
@@ -557,6 +559,8 @@ def main(argv=None) -> dict:
                                                    for c, v in by_category.items() if v},
         "service_recall_within_1000_by_type": {t: {"recall": round(statistics.mean(v), 3), "questions": len(v)}
                                                for t, v in sorted(by_type.items())},
+        "service_recall_within_by_type": {str(b): {t: round(statistics.mean(v), 3) for t, v in sorted(types.items())}
+                                          for b, types in by_type_within.items()},
         "short_answer_shown_within_1000_by_type": {t: {"rate": round(statistics.mean(v), 3), "questions": len(v)}
                                                    for t, v in sorted(answer_shown.items())},
         "dense_baseline_recall_within_1000_by_type": {t: round(statistics.mean(v), 3)
@@ -606,6 +610,10 @@ def _print(r: dict) -> None:
     if r.get("short_answer_shown_within_1000_by_type"):
         print("short answers (3 words or fewer) shown within 1,000 tokens: " + ", ".join(
             f"{t} {v['rate']:.3f} ({v['questions']})" for t, v in r["short_answer_shown_within_1000_by_type"].items()))
+    if r.get("service_recall_within_by_type"):
+        print("recall within 500 / 1,000 / 2,000 tokens by type: " + ", ".join(
+            f"{t} " + " / ".join(f"{r['service_recall_within_by_type'][str(b)][t]:.3f}" for b in BUDGETS)
+            for t in r["service_recall_within_by_type"][str(BUDGETS[0])]))
     print("recall within 1,000 tokens by type (service / dense baseline, questions): " + ", ".join(
         f"{t} {v['recall']:.3f} / {r['dense_baseline_recall_within_1000_by_type'][t]:.3f} ({v['questions']})"
         for t, v in r["service_recall_within_1000_by_type"].items()))
