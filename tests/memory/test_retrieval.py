@@ -11,7 +11,8 @@ from infra.errors import ServiceUnavailable
 from infra.vector_store import ScopeMissing, set_vector_store
 from memory.actions import memory_create
 from memory.models import MemoryRecord
-from memory.retrieval import memory_retrieve, memory_retrieve_for_users, query_build
+from memory.retrieval import memory_retrieve, memory_retrieve_for_users
+from memory.retrieval_query import query_build
 from memory.selectors import memory_points_count, memory_points_scroll, memory_points_search
 from sessions.turn_reads import turns_around
 
