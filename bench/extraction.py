@@ -98,9 +98,10 @@ def _unit(vectors):
 
 
 def _score(sample: dict, tenant, opened: dict, threshold: float) -> dict:
+    from context.models import BridgeSummary
     from infra.embedder import get_embedder
     from memory.models import MemoryRecord
-    from sessions.models import BridgeSummary, Message
+    from sessions.models import Message
 
     embed = get_embedder().embed
     recall, precision, bridge_cover, per_message = [], [], [], []
