@@ -50,6 +50,9 @@ def _args(argv=None):
     p.add_argument("--quick", action="store_true", help="the short conversation in bench/data, rules only unless "
                    "--base-url is given")
     p.add_argument("--json", dest="json_path")
+    p.add_argument("--dump", default="", metavar="FILE",
+                   help="also write every stored memory with its nearest gold fact, and every gold fact with whether "
+                   "it was matched, so what lowers precision or recall can be read")
     p.add_argument("--database-url", default="")
     p.add_argument("--torch-threads", type=int, default=1)
     args = p.parse_args(argv)
@@ -97,10 +100,11 @@ def _unit(vectors):
     return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-9)
 
 
-def _score(sample: dict, tenant, opened: dict, threshold: float) -> dict:
+def _score(sample: dict, tenant, opened: dict, threshold: float, dump: list | None = None) -> dict:
+    from context.models import BridgeSummary
     from infra.embedder import get_embedder
     from memory.models import MemoryRecord
-    from sessions.models import BridgeSummary, Message
+    from sessions.models import Message
 
     embed = get_embedder().embed
     recall, precision, bridge_cover, per_message = [], [], [], []
@@ -121,9 +125,18 @@ def _score(sample: dict, tenant, opened: dict, threshold: float) -> dict:
             same_turn = [mi for mi, m in enumerate(memories)
                          if m.source_message is not None and m.source_message.external_id in dia_ids]
             recall.append(float(any(float(mem_m[mi] @ gold_m[gi]) >= threshold for mi in same_turn)))
+            if dump is not None:
+                dump.append({"session": number, "speaker": name, "gold": gold_texts[gi], "dia_id": dia,
+                             "matched": bool(recall[-1])})
         if memories:
             sims = mem_m @ gold_m.T
             precision += [float(row.max() >= threshold) for row in sims]
+            if dump is not None:
+                dump += [{"session": number, "speaker": name, "memory": m.text, "kind": m.kind,
+                          "source": m.source_type, "extractor": m.extractor,
+                          "turn": m.source_message.external_id if m.source_message else "",
+                          "cosine": round(float(row.max()), 3), "nearest_gold": gold_texts[int(row.argmax())]}
+                         for m, row in zip(memories, sims, strict=True)]
         bridge = BridgeSummary.objects.unscoped().filter(session=session).first()
         if bridge is not None:
             bridge_kinds.add(bridge.method)
@@ -164,8 +177,11 @@ def main(argv=None) -> dict:
                                memory_ttl_days={"event": None, "goal": None})
         started = time.perf_counter()
         opened = _import(sample, tenant, args.sessions)
+        dump = [] if args.dump else None
         result[mode] = {"import_seconds": round(time.perf_counter() - started, 1),
-                        **_score(sample, tenant, opened, args.threshold)}
+                        **_score(sample, tenant, opened, args.threshold, dump)}
+        if dump is not None:
+            Path(f"{args.dump}.{mode}.json").write_text(json.dumps(dump, indent=1, ensure_ascii=False))
         print(mode, json.dumps(result[mode]), flush=True)
     print(json.dumps(result, indent=2))
     if args.json_path:

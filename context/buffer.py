@@ -311,7 +311,9 @@ def _message_rows(tenant_id: str, session_id: str, **filters) -> list[dict]:
 
 def buffer_build_from_db(*, tenant_id, user_id, session_id) -> dict:
     """The buffer document as the database alone gives it (the rebuild; also what the bridge reads)."""
-    from sessions.models import Session, SummaryAnchor
+    from sessions.models import Session
+
+    from .models import SummaryAnchor
 
     ids = _ids(tenant_id, user_id, session_id)
     row = (Session.objects.for_tenant(ids.tenant_id).filter(pk=ids.session_id, user_id=ids.user_id)

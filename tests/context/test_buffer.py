@@ -21,9 +21,10 @@ from context.buffer import (
     buffer_set_goal,
     buffer_update_notes,
 )
+from context.models import SummaryAnchor
 from infra.redis_client import Keys, get_redis
 from orchestration.messages import messages_append
-from sessions.models import Message, Session, SummaryAnchor
+from sessions.models import Message, Session
 from sessions.services import NewMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
