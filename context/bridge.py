@@ -19,7 +19,7 @@ from sessions.models import Message, Session
 from webhooks.events import webhook_event_emit
 
 from .anchors import sentence_score
-from .buffer import buffer_build_from_db
+from .buffer_rebuild import buffer_build_from_db
 from .grounded_notes import note_ground, sentence_supported
 from .models import BridgeSummary
 
