@@ -334,7 +334,8 @@ def _plan_queries_with(base_url: str, settings, saved: Path | None) -> None:
     llm._client.cache_clear()
     inner, plans = retrieval.query_plan, {}
     if saved is not None and saved.is_file():
-        plans = {q: retrieval_query.QueryPlan(p["text"], tuple(p["parts"]))
+        plans = {q: retrieval_query.QueryPlan(p["text"], tuple(p["parts"]),
+                                              thread=retrieval_query.asks_for_thread(q))
                  for q, p in json.loads(saved.read_text()).items()}
 
     def planned(text):

@@ -53,6 +53,7 @@ from .retrieval_ranking import (
     score_adjusted,
     score_parts,
     scores_diversify,
+    scores_thread_order,
 )
 from .retrieval_reads import memory_rows
 
@@ -152,7 +153,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
         raise ScopeMissing("Memory retrieval needs a tenant.")
     users = [u for u in users if u is not None and u.tenant_id == tenant.pk]
     text = query_build(query=query, goal=goal)
-    plan = query_plan(text) if rewrite else QueryPlan(text)
+    plan = query_plan(text) if rewrite else QueryPlan.plain(text)
     if not users or not plan.text.strip() or k <= 0:
         return []
     pending = embed_soon([plan.text, *plan.parts])
@@ -163,7 +164,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     if not cands:
         return []
     ranked = _ranked(tenant=tenant, user_ids=user_ids, cands=cands, k=k, token_budget=token_budget, now=now,
-                     as_of=as_of)
+                     as_of=as_of, thread=plan.thread and settings.MEMORY_THREAD_QUESTIONS)
     expand = neighbours is not None and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     part_max = settings.MEMORY_EXCERPT_MAX_TOKENS if token_budget is not None else 0
     walk = _BudgetWalk(
@@ -211,7 +212,7 @@ def _candidates(*, tenant, user_ids: list[str], plan: QueryPlan, pending, now: d
 
 
 def _ranked(*, tenant, user_ids: list[str], cands: dict[str, Candidate], k: int, token_budget: int | None,
-            now: datetime, as_of: datetime | None) -> list[tuple[float, dict]]:
+            now: datetime, as_of: datetime | None, thread: bool = False) -> list[tuple[float, dict]]:
     """(final score, row) of the shortlisted candidates that the database still holds, best first within each tier:
     each candidate's adjusted score is computed once and shown as it ranked."""
     shortlist = candidates_shortlist(sorted(cands.values(), key=lambda c: c.score, reverse=True), k=k,
@@ -223,7 +224,8 @@ def _ranked(*, tenant, user_ids: list[str], cands: dict[str, Candidate], k: int,
     scored = [(tier, score_adjusted(c, rows[c.memory_id], now), c) for tier, c in shortlist if c.memory_id in rows]
     if settings.MEMORY_SESSION_DIVERSITY:
         scored = scores_diversify(scored)
-    return [(score, rows[c.memory_id]) for _, score, c in sorted(scored, key=lambda tsc: (tsc[0], -tsc[1]))]
+    ordered = scores_thread_order(scored) if thread else sorted(scored, key=lambda tsc: (tsc[0], -tsc[1]))
+    return [(score, rows[c.memory_id]) for _, score, c in ordered]
 
 
 def _nearby(*, tenant, ranked: list[tuple[float, dict]], users,

@@ -3,6 +3,7 @@ and split into parts when answering needs several separate facts."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -26,10 +27,31 @@ def query_build(*, query: str, goal: str = "") -> str:
     return q
 
 
+# A question about how something changed or went over a span of time asks for its thread: what was said each time
+# it came up, in date order, rather than the several best lines of the one session that discussed it most. These are
+# the English forms of asking for a development over time, not phrases of any one conversation.
+_THREAD = re.compile(
+    r"\b(?:evolv\w*|history of|timeline of|so far|each time|every time|across (?:the |our |all )?sessions"
+    r"|over (?:the |that |this |our )?(?:time|project|course|years?|months?|weeks?|sessions?)"
+    r"|(?:chang|develop|progress|grow|grew|improv|shift|mov)\w* (?:over|since|across|throughout|from)\b)",
+    re.IGNORECASE)
+
+
+def asks_for_thread(text: str) -> bool:
+    """Whether the question asks how something developed across time (see _THREAD)."""
+    return bool(_THREAD.search(text or ""))
+
+
 @dataclass(frozen=True)
 class QueryPlan:
     text: str  # what is searched first: the input (and goal), with the model's rewrite added when it differs
     parts: tuple[str, ...] = ()  # separate searches for the pieces of a question that needs several facts
+    thread: bool = False  # the question asks for a thread across sessions: one session's best hit at a time
+
+    @classmethod
+    def plain(cls, text: str) -> QueryPlan:
+        """The text as it is, no model involved."""
+        return cls(text, thread=asks_for_thread(text))
 
 
 def query_plan(text: str) -> QueryPlan:
@@ -41,7 +63,7 @@ def query_plan(text: str) -> QueryPlan:
     from infra.llm import llm_configured, structured_completion
 
     if not (llm_configured() and settings.MEMORY_QUERY_REWRITE):
-        return QueryPlan(text)
+        return QueryPlan.plain(text)
     try:
         answer = structured_completion(
             system="Turn the user's latest input (and current goal) into searches of their long-term memories. "
@@ -53,7 +75,7 @@ def query_plan(text: str) -> QueryPlan:
         parts = answer.get("parts") or []
     except Exception as exc:  # a rewrite is an optimisation: any failure falls back to the plain query
         log.info("query rewrite skipped: %s", exc)
-        return QueryPlan(text)
+        return QueryPlan.plain(text)
     main = f"{text}\n{rewritten}" if rewritten and rewritten.lower() not in text.lower() else text
     seen = {main.lower(), rewritten.lower()}
     extra = []
@@ -62,4 +84,4 @@ def query_plan(text: str) -> QueryPlan:
         if part and part.lower() not in seen:
             seen.add(part.lower())
             extra.append(part)
-    return QueryPlan(main, tuple(extra[:QUERY_PARTS_MAX]))
+    return QueryPlan(main, tuple(extra[:QUERY_PARTS_MAX]), thread=asks_for_thread(text))

@@ -139,6 +139,25 @@ def scores_diversify(scored: list[tuple[int, float, Candidate]]) -> list[tuple[i
              else score - (c.score - c.fused), c) for tier, score, c in scored]
 
 
+def scores_thread_order(scored: list[tuple[int, float, Candidate]]) -> list[tuple[int, float, Candidate]]:
+    """The order for a question that asks for a thread across time: within each tier, the candidates at or above the
+    tier's median score come one session at a time (every session's best, then every session's second, ...), the
+    rest after them by score. The median is the tier's own, so it holds whatever the scores' scale; below it a
+    candidate is a weak match, and spreading weak matches over sessions would only add noise."""
+    out = []
+    for tier in sorted({t for t, _, _ in scored}):
+        members = sorted((tsc for tsc in scored if tsc[0] == tier), key=lambda tsc: -tsc[1])
+        median = members[len(members) // 2][1] if members else 0.0
+        seen: dict[str, int] = defaultdict(int)
+        strong = []
+        for t, score, c in (m for m in members if m[1] >= median):
+            session = c.payload.get("session_id") or c.memory_id
+            strong.append(((seen[session], -score), (t, score, c)))
+            seen[session] += 1
+        out += [tsc for _, tsc in sorted(strong, key=lambda e: e[0])] + [m for m in members if m[1] < median]
+    return out
+
+
 def score_adjusted(c: Candidate, row: dict, now: datetime) -> float:
     created = row["created_at"]
     age_days = max(0.0, (now - created).total_seconds() / 86400.0) if created else 0.0
