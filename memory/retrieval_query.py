@@ -33,7 +33,7 @@ def query_build(*, query: str, goal: str = "") -> str:
 _THREAD = re.compile(
     r"\b(?:evolv\w*|history of|timeline of|so far|each time|every time|across (?:the |our |all )?sessions"
     r"|over (?:the |that |this |our )?(?:time|project|course|years?|months?|weeks?|sessions?)"
-    r"|(?:chang|develop|progress|grow|grew|improv|shift|mov)\w* (?:over|since|across|throughout|from)\b)",
+    r"|(?:chang|develop|progress|grow|grew|improv|shift)\w* (?:over|since|across|throughout)\b)",
     re.IGNORECASE)
 
 

@@ -330,5 +330,6 @@ def test_thread_questions_are_told_from_others():
                      "How did my training plan develop over the months?"):
         assert asks_for_thread(question), question
     for question in ("What did I buy in Porto?", "When did we change the schema?",
-                     "Which seat do I prefer?", "What time is the flight over to Lisbon?"):
+                     "Which seat do I prefer?", "What time is the flight over to Lisbon?",
+                     "Where did she move from four years ago?"):
         assert not asks_for_thread(question), question
