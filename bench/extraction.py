@@ -16,6 +16,7 @@ rules-only extraction and once with the model at --base-url, each into its own t
 The threshold is fixed in advance (it is not fitted to this data); the embedder is the service's own.
 
     .venv/bin/python bench/extraction.py --sessions 2 [--threshold 0.6] [--json out.json]
+    .venv/bin/python bench/extraction.py bench/data/product-dev.json --shape assistant --sessions 4
 
 --quick: the short conversation shipped in bench/data, rules only unless --base-url is given (seconds: shows the
 bench runs, not its figures).
@@ -44,6 +45,9 @@ def _args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dataset", nargs="?", default=str(locomo.DEFAULT_DATASET))
     p.add_argument("--sessions", type=int, default=2, help="the first N sessions of the first conversation")
+    p.add_argument("--shape", choices=("two-users", "assistant"), default="two-users",
+                   help="as bench/locomo.py: 'assistant' imports the first speaker as the one end user and the other "
+                   "as the assistant (the product-shaped set)")
     p.add_argument("--threshold", type=float, default=0.6, help="cosine at which a memory matches a gold fact")
     p.add_argument("--base-url", default=None, help="the model (default: READER_BASE_URL, else the local model)")
     p.add_argument("--no-llm", action="store_true", help="rules only (no model pass)")
@@ -65,7 +69,7 @@ def _args(argv=None):
     return args
 
 
-def _import(sample: dict, tenant, sessions: int) -> dict:
+def _import(sample: dict, tenant, sessions: int, shape: str = "two-users") -> dict:
     """The first sessions of one conversation through the service (as bench/locomo.import_sample), each closed."""
     from orchestration.messages import message_extract, messages_append, messages_pending_extraction
     from orchestration.sessions import session_close, session_open
@@ -73,8 +77,9 @@ def _import(sample: dict, tenant, sessions: int) -> dict:
     from tenants.services import end_user_create
 
     conv = sample["conversation"]
+    speakers = (conv["speaker_a"], conv["speaker_b"]) if shape == "two-users" else (conv["speaker_a"],)
     users = {name: end_user_create(tenant=tenant, external_id=f"{sample['sample_id']}:{name}", display_name=name)
-             for name in (conv["speaker_a"], conv["speaker_b"])}
+             for name in speakers}
     opened = {}
     for number, started, turns in locomo.sessions_of(conv)[:sessions]:
         for name, user in users.items():
@@ -176,7 +181,7 @@ def main(argv=None) -> dict:
         tenant = tenant_create(name=f"extraction {mode}", slug=f"extraction-{mode}-{uuid.uuid4().hex[:6]}",
                                memory_ttl_days={"event": None, "goal": None})
         started = time.perf_counter()
-        opened = _import(sample, tenant, args.sessions)
+        opened = _import(sample, tenant, args.sessions, args.shape)
         dump = [] if args.dump else None
         result[mode] = {"import_seconds": round(time.perf_counter() - started, 1),
                         **_score(sample, tenant, opened, args.threshold, dump)}
