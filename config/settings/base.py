@@ -1,7 +1,7 @@
 """Settings shared by every environment; every value comes from the environment via django-environ.
 
-One file over 400 lines on purpose: each setting sits with the comment that says why its default is what it is, and
-docs/settings.md lists them in the same order; split by app, a reader would look in several files for one knob."""
+One file over 400 lines on purpose: each setting sits with the comment that says why its default is what it is;
+split by app, a reader would look in several files for one knob (docs/settings.md is the table of them)."""
 import os
 from datetime import timedelta
 from pathlib import Path
