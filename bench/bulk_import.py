@@ -175,8 +175,8 @@ def main(argv=None) -> dict:
     from infra.embedder import get_embedder
     from orchestration.imports import import_job_create, imports_backlog_pending
     from orchestration.messages import message_extract, messages_append
+    from orchestration.models import ImportJob
     from orchestration.sessions import session_open
-    from sessions.models import ImportJob
     from sessions.services import NewMessage
     from tenants.services import end_user_create, tenant_create
 

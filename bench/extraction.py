@@ -16,6 +16,7 @@ rules-only extraction and once with the model at --base-url, each into its own t
 The threshold is fixed in advance (it is not fitted to this data); the embedder is the service's own.
 
     .venv/bin/python bench/extraction.py --sessions 2 [--threshold 0.6] [--json out.json]
+    .venv/bin/python bench/extraction.py bench/data/product-dev.json --shape assistant --sessions 4
 
 --quick: the short conversation shipped in bench/data, rules only unless --base-url is given (seconds: shows the
 bench runs, not its figures).
@@ -44,12 +45,18 @@ def _args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("dataset", nargs="?", default=str(locomo.DEFAULT_DATASET))
     p.add_argument("--sessions", type=int, default=2, help="the first N sessions of the first conversation")
+    p.add_argument("--shape", choices=("two-users", "assistant"), default="two-users",
+                   help="as bench/locomo.py: 'assistant' imports the first speaker as the one end user and the other "
+                   "as the assistant (the product-shaped set)")
     p.add_argument("--threshold", type=float, default=0.6, help="cosine at which a memory matches a gold fact")
     p.add_argument("--base-url", default=None, help="the model (default: READER_BASE_URL, else the local model)")
     p.add_argument("--no-llm", action="store_true", help="rules only (no model pass)")
     p.add_argument("--quick", action="store_true", help="the short conversation in bench/data, rules only unless "
                    "--base-url is given")
     p.add_argument("--json", dest="json_path")
+    p.add_argument("--dump", default="", metavar="FILE",
+                   help="also write every stored memory with its nearest gold fact, and every gold fact with whether "
+                   "it was matched, so what lowers precision or recall can be read")
     p.add_argument("--database-url", default="")
     p.add_argument("--torch-threads", type=int, default=1)
     args = p.parse_args(argv)
@@ -62,7 +69,7 @@ def _args(argv=None):
     return args
 
 
-def _import(sample: dict, tenant, sessions: int) -> dict:
+def _import(sample: dict, tenant, sessions: int, shape: str = "two-users") -> dict:
     """The first sessions of one conversation through the service (as bench/locomo.import_sample), each closed."""
     from orchestration.messages import message_extract, messages_append, messages_pending_extraction
     from orchestration.sessions import session_close, session_open
@@ -70,8 +77,9 @@ def _import(sample: dict, tenant, sessions: int) -> dict:
     from tenants.services import end_user_create
 
     conv = sample["conversation"]
+    speakers = (conv["speaker_a"], conv["speaker_b"]) if shape == "two-users" else (conv["speaker_a"],)
     users = {name: end_user_create(tenant=tenant, external_id=f"{sample['sample_id']}:{name}", display_name=name)
-             for name in (conv["speaker_a"], conv["speaker_b"])}
+             for name in speakers}
     opened = {}
     for number, started, turns in locomo.sessions_of(conv)[:sessions]:
         for name, user in users.items():
@@ -97,10 +105,11 @@ def _unit(vectors):
     return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-9)
 
 
-def _score(sample: dict, tenant, opened: dict, threshold: float) -> dict:
+def _score(sample: dict, tenant, opened: dict, threshold: float, dump: list | None = None) -> dict:
+    from context.models import BridgeSummary
     from infra.embedder import get_embedder
     from memory.models import MemoryRecord
-    from sessions.models import BridgeSummary, Message
+    from sessions.models import Message
 
     embed = get_embedder().embed
     recall, precision, bridge_cover, per_message = [], [], [], []
@@ -121,9 +130,18 @@ def _score(sample: dict, tenant, opened: dict, threshold: float) -> dict:
             same_turn = [mi for mi, m in enumerate(memories)
                          if m.source_message is not None and m.source_message.external_id in dia_ids]
             recall.append(float(any(float(mem_m[mi] @ gold_m[gi]) >= threshold for mi in same_turn)))
+            if dump is not None:
+                dump.append({"session": number, "speaker": name, "gold": gold_texts[gi], "dia_id": dia,
+                             "matched": bool(recall[-1])})
         if memories:
             sims = mem_m @ gold_m.T
             precision += [float(row.max() >= threshold) for row in sims]
+            if dump is not None:
+                dump += [{"session": number, "speaker": name, "memory": m.text, "kind": m.kind,
+                          "source": m.source_type, "extractor": m.extractor,
+                          "turn": m.source_message.external_id if m.source_message else "",
+                          "cosine": round(float(row.max()), 3), "nearest_gold": gold_texts[int(row.argmax())]}
+                         for m, row in zip(memories, sims, strict=True)]
         bridge = BridgeSummary.objects.unscoped().filter(session=session).first()
         if bridge is not None:
             bridge_kinds.add(bridge.method)
@@ -163,9 +181,12 @@ def main(argv=None) -> dict:
         tenant = tenant_create(name=f"extraction {mode}", slug=f"extraction-{mode}-{uuid.uuid4().hex[:6]}",
                                memory_ttl_days={"event": None, "goal": None})
         started = time.perf_counter()
-        opened = _import(sample, tenant, args.sessions)
+        opened = _import(sample, tenant, args.sessions, args.shape)
+        dump = [] if args.dump else None
         result[mode] = {"import_seconds": round(time.perf_counter() - started, 1),
-                        **_score(sample, tenant, opened, args.threshold)}
+                        **_score(sample, tenant, opened, args.threshold, dump)}
+        if dump is not None:
+            Path(f"{args.dump}.{mode}.json").write_text(json.dumps(dump, indent=1, ensure_ascii=False))
         print(mode, json.dumps(result[mode]), flush=True)
     print(json.dumps(result, indent=2))
     if args.json_path:

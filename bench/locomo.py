@@ -61,7 +61,7 @@ def _args(argv=None):
     p.add_argument("--use-llm", action="store_true", help="let extraction and retrieval use a configured LLM")
     p.add_argument("--llm-queries", default="", metavar="BASE_URL",
                    help="import without a model, then let this OpenAI-compatible model plan each question's search "
-                        "(rewrite and parts, memory.retrieval.query_plan); latency then includes nothing of it")
+                        "(rewrite and parts, memory.retrieval_query.query_plan); latency then includes nothing of it")
     p.add_argument("--plans", default="", metavar="FILE",
                    help="with --llm-queries: keep each question's plan here (JSON) and reuse the ones already in it")
     p.add_argument("--reuse-dir", default="",
@@ -325,7 +325,7 @@ def _plan_queries_with(base_url: str, settings, saved: Path | None) -> None:
 
     from infra import llm
     from infra.local_profile import profile_apply
-    from memory import retrieval
+    from memory import retrieval, retrieval_query
 
     probe = openai.OpenAI(base_url=base_url, api_key="not-needed", timeout=10, max_retries=0)
     profile_apply(settings)
@@ -334,7 +334,8 @@ def _plan_queries_with(base_url: str, settings, saved: Path | None) -> None:
     llm._client.cache_clear()
     inner, plans = retrieval.query_plan, {}
     if saved is not None and saved.is_file():
-        plans = {q: retrieval.QueryPlan(p["text"], tuple(p["parts"]))
+        plans = {q: retrieval_query.QueryPlan(p["text"], tuple(p["parts"]),
+                                              thread=retrieval_query.asks_for_thread(q))
                  for q, p in json.loads(saved.read_text()).items()}
 
     def planned(text):
@@ -349,7 +350,7 @@ def _plan_queries_with(base_url: str, settings, saved: Path | None) -> None:
         PLANNED["asked"][text] = plans[text]
         return plans[text]
 
-    retrieval.query_plan = planned
+    retrieval.query_plan = planned  # replaced where retrieval looks it up
     PLANNED.update(calls=0, seconds=0.0, asked={})
 
 

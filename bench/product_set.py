@@ -503,7 +503,20 @@ class Conversation:
         qa = [dict(q, evidence=sorted({where[self.keys[k]] for k in q["evidence"]},
                                       key=lambda d: tuple(int(x) for x in d[1:].split(":"))))
               for q in self.qa]
-        return {"sample_id": f"product-{self.index:02d}-{self.ctx['p'].lower()}", "conversation": conv, "qa": qa}
+        return {"sample_id": f"product-{self.index:02d}-{self.ctx['p'].lower()}", "conversation": conv, "qa": qa,
+                "observation": self._observations(where)}
+
+    def _observations(self, where: dict) -> dict:
+        """The planted facts the user states, per session, in LoCoMo's layout ([sentence, dia_id] under the speaker):
+        the gold that bench/extraction.py scores stored memories against. The assistant's planted suggestions are
+        not facts about the user, so they are not gold."""
+        out = {}
+        for s in range(SESSIONS):
+            c = dict(self.ctx, t=self.topics[s])
+            facts = [[_fmt(p, c) if "{" in p else p, where[(s, "user", i)]]
+                     for i, plants in enumerate(self.user_plants[s]) for p in plants]
+            out[f"session_{s + 1}_observation"] = {self.ctx["u"]: facts} if facts else {}
+        return out
 
 
 def generate(seed: int = SEED) -> list[dict]:

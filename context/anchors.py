@@ -20,9 +20,10 @@ from infra.redis_client import Keys, get_redis, held_lock
 from infra.sentences import sentences
 from infra.task_queue import task_enqueue
 from infra.tokens import count_tokens, truncate_to_tokens
-from sessions.models import Message, SummaryAnchor
+from sessions.models import Message
 
 from .grounded_notes import note_ground
+from .models import SummaryAnchor
 
 log = logging.getLogger(__name__)
 

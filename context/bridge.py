@@ -15,12 +15,13 @@ from infra.embedder import get_embedder
 from infra.errors import AppError
 from infra.sentences import sentences
 from infra.tokens import count_tokens, truncate_to_tokens
-from sessions.models import BridgeSummary, Message, Session
+from sessions.models import Message, Session
 from webhooks.events import webhook_event_emit
 
 from .anchors import sentence_score
-from .buffer import buffer_build_from_db
+from .buffer_rebuild import buffer_build_from_db
 from .grounded_notes import note_ground, sentence_supported
+from .models import BridgeSummary
 
 log = logging.getLogger(__name__)
 

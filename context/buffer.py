@@ -1,10 +1,12 @@
-"""The curated context buffer of a session: one Redis key per session, written only by one Lua script.
+"""The curated context buffer of a session: one Redis key per session, written only by one Lua script
+(buffer_store.py); this module reads it and holds every change a caller can ask for.
 
 The buffer holds what the model sees of the session: turn count, goal stack, a compact tool ledger, facts
 extracted this session, summary anchors and the unfolded recent turns. It is disposable: every write sets the
 TTL again, and a missing key (TTL, eviction, restart) or one that is behind the database is rebuilt or caught
 up from the database on the next read, so no turn is lost. The goal stack, ledger and notes are also kept as a
-versioned snapshot on the Session row, because nothing else in the database holds them.
+versioned snapshot on the Session row, because nothing else in the database holds them. The database's view
+of the buffer is built in buffer_rebuild.py.
 """
 from __future__ import annotations
 
@@ -12,150 +14,18 @@ import hashlib
 import json
 import logging
 import re
-import time
 from dataclasses import dataclass, field
 
 import redis
-from django.conf import settings
-from redis.commands.core import Script
 
 from infra.errors import NotFound, ValidationFailed
 from infra.redis_client import Keys, get_redis
 from infra.sentences import sentences
-from memory.selectors import session_facts
+
+from .buffer_rebuild import MESSAGE_FIELDS, buffer_build_from_db, message_entry, message_rows
+from .buffer_store import doc_normalized, script_run
 
 log = logging.getLogger(__name__)
-
-# KEYS[1]: the buffer key. ARGV: op, ttl in ms, payload JSON, now (epoch seconds), limits JSON.
-# Reads, changes and writes the document in one step, so concurrent writers cannot lose each other's
-# updates, and every write sets the TTL again (there is no other writer of this key).
-_LUA = r"""
-local key, op, ttl = KEYS[1], ARGV[1], tonumber(ARGV[2])
-if op == 'create' then
-  if redis.call('SET', key, ARGV[3], 'PX', ttl, 'NX') then return {1} end
-  return {0}
-end
-local raw = redis.call('GET', key)
-if not raw then return {-1} end
-local doc = cjson.decode(raw)
-local p = cjson.decode(ARGV[3])
-local lim = cjson.decode(ARGV[5])
-
-local function list(x) if type(x) == 'table' then return x end return {} end
-local function keep_newest(t, n) while #t > n do table.remove(t, 1) end end
--- cjson writes an empty array as {}; normalise every list on the way in.
-for _, f in ipairs({'recent', 'anchors', 'subgoals', 'tools', 'facts'}) do doc[f] = list(doc[f]) end
-if type(doc.notes) ~= 'table' then doc.notes = {} end
-doc.notes.key_findings = list(doc.notes.key_findings)
-doc.notes.open_questions = list(doc.notes.open_questions)
-if type(doc.goal) ~= 'string' then doc.goal = '' end
-doc.anchored_seq = tonumber(doc.anchored_seq) or 0
-doc.base_turns = tonumber(doc.base_turns) or 0
-doc.seq = tonumber(doc.seq) or 0
-doc.v = tonumber(doc.v) or 0
-
-local working = false
-if op == 'append' then
-  local at = {}
-  for i, m in ipairs(doc.recent) do at[m.seq] = i end
-  for _, m in ipairs(list(p.messages)) do
-    if m.seq > doc.anchored_seq then
-      if at[m.seq] then doc.recent[at[m.seq]] = m else table.insert(doc.recent, m); at[m.seq] = #doc.recent end
-    end
-  end
-  table.sort(doc.recent, function(a, b) return a.seq < b.seq end)
-  if doc.goal == '' and type(p.default_goal) == 'string' and p.default_goal ~= '' then
-    doc.goal = p.default_goal; working = true
-  end
-elseif op == 'goal' then
-  doc.goal = p.goal; working = true
-elseif op == 'subgoal_add' or op == 'subgoal_done' then
-  local status = 'open'
-  if op == 'subgoal_done' then status = 'done' end
-  local found = false
-  for _, s in ipairs(doc.subgoals) do
-    if s.key == p.key then found = true; s.status = status; s.text = p.text end
-  end
-  if not found then table.insert(doc.subgoals, {key = p.key, text = p.text, status = status}) end
-  -- over the cap, finished subgoals go first, oldest first
-  local i = 1
-  while #doc.subgoals > lim.subgoals and i <= #doc.subgoals do
-    if doc.subgoals[i].status == 'done' then table.remove(doc.subgoals, i) else i = i + 1 end
-  end
-  keep_newest(doc.subgoals, lim.subgoals)
-  working = true
-elseif op == 'tool' then
-  local last = doc.tools[#doc.tools]
-  if last and last.tool == p.tool and last.args == p.args then
-    last.outcome = p.outcome; last.status = p.status; last.count = (tonumber(last.count) or 1) + 1
-  else
-    table.insert(doc.tools, {tool = p.tool, args = p.args, outcome = p.outcome, status = p.status, count = 1})
-  end
-  keep_newest(doc.tools, lim.tools)
-  working = true
-elseif op == 'notes' then
-  if p.key_findings ~= nil then doc.notes.key_findings = list(p.key_findings) end
-  if p.open_questions ~= nil then doc.notes.open_questions = list(p.open_questions) end
-  working = true
-elseif op == 'facts' then
-  local have = {}
-  for _, f in ipairs(doc.facts) do have[f.id] = true end
-  for _, f in ipairs(list(p.facts)) do
-    if not have[f.id] then table.insert(doc.facts, f); have[f.id] = true end
-  end
-  keep_newest(doc.facts, lim.facts)
-elseif op == 'anchor' then
-  local a = p.anchor
-  local dup = false
-  for _, x in ipairs(doc.anchors) do if x.first_seq == a.first_seq then dup = true end end
-  if not dup then
-    table.insert(doc.anchors, a)
-    table.sort(doc.anchors, function(x, y) return x.first_seq < y.first_seq end)
-  end
-  keep_newest(doc.anchors, lim.anchors)
-  if a.last_seq > doc.anchored_seq then
-    doc.anchored_seq = a.last_seq
-    if a.last_turn > doc.base_turns then doc.base_turns = a.last_turn end
-    local rest = {}
-    for _, m in ipairs(doc.recent) do if m.seq > a.last_seq then table.insert(rest, m) end end
-    doc.recent = rest
-  end
-elseif op == 'compact' then
-  -- Unfolded turns leave Redis; the high-water mark goes back so the next read reloads them from the database.
-  doc.recent = {}
-  doc.seq = doc.anchored_seq
-  keep_newest(doc.tools, lim.compact_tools)
-else
-  return redis.error_reply('unknown buffer op ' .. tostring(op))
-end
-
-local present, turns, tokens = {}, 0, 0
-for _, m in ipairs(doc.recent) do
-  present[m.seq] = true
-  if m.role == 'user' then turns = turns + 1 end
-  tokens = tokens + (tonumber(m.tokens) or 0)
-end
-local s = math.max(doc.seq, doc.anchored_seq)
-while present[s + 1] do s = s + 1 end
-doc.seq = s
-doc.turns = doc.base_turns + turns
-doc.unanchored_turns = turns
-doc.unanchored_tokens = tokens
-doc.v = doc.v + 1
-doc.updated_at = tonumber(ARGV[4])
-local out = cjson.encode(doc)
-redis.call('SET', key, out, 'PX', ttl)
-local w = ''
-if working then w = cjson.encode({goal = doc.goal, subgoals = doc.subgoals, tools = doc.tools, notes = doc.notes}) end
-local ret = ''
-if p.return_doc then ret = out end
-return {1, doc.v, doc.seq, doc.turns, turns, tokens, w, ret, string.len(out)}
-"""
-
-_script: Script | None = None
-
-_LIST_FIELDS = ("recent", "anchors", "subgoals", "tools", "facts")
-_MESSAGE_FIELDS = ("id", "seq", "role", "content", "name", "tool_calls", "tool_call_id", "token_count", "created_at")
 
 
 @dataclass
@@ -188,7 +58,7 @@ class Buffer:
 
     @classmethod
     def from_doc(cls, doc: dict) -> Buffer:
-        doc = _normalized(doc)
+        doc = doc_normalized(doc)
         return cls(session_id=str(doc.get("session_id", "")), seq=int(doc.get("seq", 0)),
                    turns=int(doc.get("turns", 0)), goal=doc.get("goal") or "", subgoals=doc["subgoals"],
                    tools=doc["tools"], facts=doc["facts"], anchors=doc["anchors"], recent=doc["recent"],
@@ -226,47 +96,18 @@ def _ids(tenant_id, user_id, session_id) -> _Ids:
     return _Ids(str(tenant_id), str(user_id), str(session_id))
 
 
-def _normalized(doc: dict) -> dict:
-    for f in _LIST_FIELDS:
-        if not isinstance(doc.get(f), list):
-            doc[f] = []
-    notes = doc.get("notes") if isinstance(doc.get("notes"), dict) else {}
-    doc["notes"] = {k: notes[k] if isinstance(notes.get(k), list) else [] for k in ("key_findings", "open_questions")}
-    for s in doc["subgoals"]:
-        s.setdefault("status", "open")
-    for m in doc["recent"]:
-        if not isinstance(m.get("tool_calls"), list):
-            m["tool_calls"] = []
-    return doc
-
-
 def _working(w: dict) -> dict:
     """The snapshot kept on the Session row: goal stack, tool ledger and notes."""
-    doc = _normalized({"goal": w.get("goal"), "subgoals": w.get("subgoals"), "tools": w.get("tools"),
-                       "notes": w.get("notes")})
+    doc = doc_normalized({"goal": w.get("goal"), "subgoals": w.get("subgoals"), "tools": w.get("tools"),
+                          "notes": w.get("notes")})
     return {"goal": doc["goal"] or "", "subgoals": doc["subgoals"], "tools": doc["tools"], "notes": doc["notes"]}
-
-
-def _limits() -> str:
-    return json.dumps({"tools": settings.CONTINUUM_BUFFER_TOOL_LEDGER, "facts": settings.CONTINUUM_BUFFER_MAX_FACTS,
-                       "anchors": settings.CONTINUUM_BUFFER_MAX_ANCHORS,
-                       "subgoals": settings.CONTINUUM_BUFFER_MAX_SUBGOALS, "compact_tools": 5})
-
-
-def _run(ids: _Ids, op: str, payload: str) -> list:
-    global _script
-    client = get_redis()
-    if _script is None:
-        _script = client.register_script(_LUA)
-    ttl_ms = int(settings.CONTINUUM_BUFFER_TTL_SECONDS * 1000)
-    return _script(keys=[ids.key], args=[op, ttl_ms, payload, f"{time.time():.3f}", _limits()], client=client)
 
 
 def _apply(ids: _Ids, op: str, payload: dict, *, return_doc: bool = False) -> WriteResult:
     """Run one scripted write; a missing key is rebuilt from the database first."""
     body = json.dumps({**payload, "return_doc": return_doc}, default=str)
     for _ in range(3):
-        res = _run(ids, op, body)
+        res = script_run(ids.key, op, body)
         if res[0] == -1:
             _rebuild(ids)
             continue
@@ -289,65 +130,13 @@ def _persist_working(ids: _Ids, result: WriteResult) -> None:
         working_state=w, working_version=result.version, goal=(w.get("goal") or "")[:2000])
 
 
-# --- reading and rebuilding -----------------------------------------------------------------------------------
-
-
-def message_entry(row: dict) -> dict:
-    """A message as the buffer keeps it."""
-    created = row.get("created_at")
-    return {"id": str(row["id"]), "seq": int(row["seq"]), "role": row["role"], "content": row.get("content") or "",
-            "name": row.get("name") or "", "tool_calls": row.get("tool_calls") or [],
-            "tool_call_id": row.get("tool_call_id") or "", "tokens": int(row.get("token_count") or 0),
-            "at": created.isoformat() if hasattr(created, "isoformat") else created}
-
-
-def _message_rows(tenant_id: str, session_id: str, **filters) -> list[dict]:
-    from sessions.models import Message
-
-    return [message_entry(r) for r in
-            Message.objects.for_tenant(tenant_id).filter(session_id=session_id, **filters).order_by("seq")
-            .values(*_MESSAGE_FIELDS)]
-
-
-def buffer_build_from_db(*, tenant_id, user_id, session_id) -> dict:
-    """The buffer document as the database alone gives it (the rebuild; also what the bridge reads)."""
-    from sessions.models import Session, SummaryAnchor
-
-    ids = _ids(tenant_id, user_id, session_id)
-    row = (Session.objects.for_tenant(ids.tenant_id).filter(pk=ids.session_id, user_id=ids.user_id)
-           .values("message_seq", "goal", "working_state", "working_version").first())
-    if row is None:
-        raise NotFound("Session not found.")
-    anchors = list(SummaryAnchor.objects.for_tenant(ids.tenant_id).filter(session_id=ids.session_id)
-                   .order_by("-last_seq")
-                   .values("first_seq", "last_seq", "first_turn", "last_turn", "text", "token_count", "method")
-                   [: settings.CONTINUUM_BUFFER_MAX_ANCHORS])[::-1]
-    anchored_seq = anchors[-1]["last_seq"] if anchors else 0
-    base_turns = anchors[-1]["last_turn"] if anchors else 0
-    recent = _message_rows(ids.tenant_id, ids.session_id, seq__gt=anchored_seq, seq__lte=row["message_seq"])
-    facts = session_facts(tenant_id=ids.tenant_id, session_id=ids.session_id,
-                          limit=settings.CONTINUUM_BUFFER_MAX_FACTS)
-    working = row["working_state"] if isinstance(row["working_state"], dict) else {}
-    doc = _normalized({
-        "session_id": ids.session_id, "v": row["working_version"], "goal": working.get("goal") or row["goal"] or "",
-        "subgoals": working.get("subgoals"), "tools": working.get("tools"), "notes": working.get("notes"),
-        "facts": facts,
-        "anchors": [{"first_seq": a["first_seq"], "last_seq": a["last_seq"], "first_turn": a["first_turn"],
-                     "last_turn": a["last_turn"], "text": a["text"], "tokens": a["token_count"],
-                     "method": a["method"]} for a in anchors],
-        "recent": recent, "anchored_seq": anchored_seq, "base_turns": base_turns,
-    })
-    # The same derived fields the script computes; database messages have no gaps.
-    turns = sum(1 for m in recent if m["role"] == "user")
-    doc.update(seq=max(row["message_seq"], anchored_seq), turns=base_turns + turns, unanchored_turns=turns,
-               unanchored_tokens=sum(m["tokens"] for m in recent), updated_at=time.time())
-    return doc
+# --- reading ----------------------------------------------------------------------------------------------------
 
 
 def _rebuild(ids: _Ids) -> dict:
     """Write the database's view if the key is still missing; return whatever the key now holds."""
     doc = buffer_build_from_db(tenant_id=ids.tenant_id, user_id=ids.user_id, session_id=ids.session_id)
-    if _run(ids, "create", json.dumps(doc, default=str))[0] == 1:
+    if script_run(ids.key, "create", json.dumps(doc, default=str))[0] == 1:
         return doc
     raw = get_redis().get(ids.key)
     return json.loads(raw) if raw else doc
@@ -391,7 +180,7 @@ def buffer_get(*, tenant_id, user_id, session_id, db_seq: int | None = None) -> 
         doc = _rebuild(ids)
     if int(doc.get("seq", 0)) < db_seq:
         # An append reached the database but not Redis (or the key was compacted): catch up.
-        rows = _message_rows(ids.tenant_id, ids.session_id, seq__gt=int(doc.get("seq", 0)), seq__lte=db_seq)
+        rows = message_rows(ids.tenant_id, ids.session_id, seq__gt=int(doc.get("seq", 0)), seq__lte=db_seq)
         doc = _apply(ids, "append", {"messages": rows}, return_doc=True).doc or doc
     return Buffer.from_doc(doc)
 
@@ -437,10 +226,10 @@ def buffer_append_messages(*, tenant_id, user_id, session_id, message_ids: list,
     ids = _ids(tenant_id, user_id, session_id)
     wanted = {str(m) for m in message_ids}
     if messages is not None:
-        rows = sorted((message_entry({f: getattr(m, f) for f in _MESSAGE_FIELDS}) for m in messages
+        rows = sorted((message_entry({f: getattr(m, f) for f in MESSAGE_FIELDS}) for m in messages
                        if str(m.pk) in wanted and str(m.session_id) == ids.session_id), key=lambda m: m["seq"])
     else:
-        rows = _message_rows(ids.tenant_id, ids.session_id, pk__in=list(wanted))
+        rows = message_rows(ids.tenant_id, ids.session_id, pk__in=list(wanted))
     if not rows:
         return None
     return _apply(ids, "append", {"messages": rows, "default_goal": _default_goal(rows)})
@@ -533,7 +322,7 @@ def buffer_compact(*, tenant_id, user_id, session_id) -> dict | None:
     before = client.strlen(ids.key)
     if not before:
         return None
-    res = _run(ids, "compact", "{}")
+    res = script_run(ids.key, "compact", "{}")
     if res[0] == -1:
         return None
     return {"before_bytes": int(before), "after_bytes": int(res[8])}
@@ -541,3 +330,4 @@ def buffer_compact(*, tenant_id, user_id, session_id) -> dict | None:
 
 def buffer_delete(*, tenant_id, user_id, session_id) -> bool:
     return bool(get_redis().delete(_ids(tenant_id, user_id, session_id).key))
+

@@ -19,7 +19,9 @@ from django.db.models import Q, QuerySet
 
 from infra import clock
 from infra.embedder import get_embedder
-from sessions.models import BridgeSummary, Session, SessionLink
+from sessions.models import Session
+
+from .models import BridgeSummary, SessionLink
 
 log = logging.getLogger(__name__)
 

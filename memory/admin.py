@@ -19,27 +19,10 @@ from tenants.admin import (
     wide_text,
 )
 
+from . import admin_review  # noqa: F401  (registers the review queue beside the history)
+from .admin_columns import memory_text_short
 from .models import JobRun, MemoryEvent, VectorOutbox
 from .timeline import actor_words, event_other_id, event_sentence
-
-
-class ConfidenceFilter(admin.SimpleListFilter):
-    title = "confidence"
-    parameter_name = "confidence"
-    RANGES = {"low": (0.0, 0.5), "medium": (0.5, 0.8), "high": (0.8, 1.01)}
-
-    def lookups(self, request, model_admin):
-        return [("low", "below 0.5"), ("medium", "0.5 to 0.8"), ("high", "0.8 and above")]
-
-    def queryset(self, request, queryset):
-        bounds = self.RANGES.get(self.value())
-        if not bounds:
-            return queryset
-        return queryset.filter(confidence__gte=bounds[0], confidence__lt=bounds[1])
-
-
-def memory_text_short(text: str, limit: int = 90) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 @admin.register(MemoryEvent)
@@ -120,5 +103,3 @@ class VectorOutboxAdmin(ReadOnlyAdmin):
     def has_view_permission(self, request, obj=None):
         return request.user.is_superuser
 
-
-from . import admin_review  # noqa: E402,F401  (registers the review queue beside the history)

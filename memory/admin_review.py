@@ -26,7 +26,7 @@ from tenants.admin import (
 from tenants.models import EndUser, Tenant
 
 from . import actions as memory_actions
-from .admin import ConfidenceFilter, memory_text_short
+from .admin_columns import ConfidenceFilter, memory_text_short
 from .models import MemoryEvent, MemoryRecord, MemoryReview
 from .overview import said_by
 from .review import near_duplicate_pairs, review_pending

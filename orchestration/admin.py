@@ -1,11 +1,20 @@
-"""Read-only admin for context receipts: what memory each composed context was given, and what it left out."""
+"""Read-only admins for orchestration's rows: context receipts (what memory each composed context was given, and what it
+left out) and bulk import jobs."""
 from __future__ import annotations
 
 from django.contrib import admin
 
-from tenants.admin import ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin, admin_link
+from sessions.admin import SessionUserFilter
+from tenants.admin import (
+    ParentScopedInlineMixin,
+    ReadOnlyAdmin,
+    ScopedTenantFilter,
+    TenantScopedAdminMixin,
+    UserFilterMediaMixin,
+    admin_link,
+)
 
-from .models import ContextReceipt, ContextReceiptItem
+from .models import ContextReceipt, ContextReceiptItem, ImportJob
 
 
 class MemoryUsedFilter(admin.SimpleListFilter):
@@ -57,3 +66,25 @@ class ContextReceiptAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
     @admin.display(description="session")
     def session_link(self, obj):
         return admin_link(obj.session, obj.session.title or str(obj.session_id)[:8])
+
+
+@admin.register(ImportJob)
+class ImportJobAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdmin):
+    """Bulk imports and their progress (the export itself is not shown: it is the users' conversations)."""
+
+    list_display = ("id", "tenant", "user", "format", "source", "status", "progress", "messages_created",
+                    "messages_skipped", "created_at", "finished_at")
+    list_filter = (ScopedTenantFilter, SessionUserFilter, "status", "format", "source")
+    search_fields = ("id", "user__external_id", "file_name")
+    list_select_related = ("tenant", "user")
+    fields = readonly_fields = ("id", "tenant", "user", "format", "options", "source", "status", "file_name",
+                                "sessions_total", "messages_total", "position", "sessions_created",
+                                "messages_created", "messages_skipped", "error", "created_at", "started_at",
+                                "finished_at")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer("payload")
+
+    @admin.display(description="messages consumed")
+    def progress(self, obj):
+        return f"{obj.position} / {obj.messages_total}"

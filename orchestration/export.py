@@ -2,9 +2,10 @@
 sessions with their transcripts, anchors, bridges and links (conversations)."""
 from __future__ import annotations
 
+from context.models import BridgeSummary, SessionLink, SummaryAnchor
 from infra import clock
 from memory.models import MemoryEvent, MemoryRecord
-from sessions.models import BridgeSummary, Message, Session, SessionLink, SummaryAnchor
+from sessions.models import Message, Session
 from tenants.models import EndUser, Tenant
 
 

@@ -34,18 +34,20 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from infra import clock
-from infra.errors import Conflict, ValidationFailed
+from infra.errors import Conflict, NotFound, ValidationFailed
 from infra.redis_client import Keys, get_redis
 from infra.task_queue import task_enqueue, task_enqueue_on_commit
 from memory.actions import memory_expiry, memory_ttl_days
 from memory.extraction.classify import EXTRACTED_ROLES, FACT_ROLES, extracted_roles
 from memory.models import MemoryKind
 from sessions.import_formats import ImportedSession, export_sessions, export_summary, format_check
-from sessions.models import ImportJob, Message, Session
+from sessions.models import Message, Session
 from sessions.services import NewMessage
 from tenants.models import EndUser, Tenant
+from tenants.selectors import parse_uuid
 
 from .messages import message_extract, messages_append
+from .models import ImportJob
 from .sessions import IMPORT_CLOSE_REASON, session_close, session_finish, session_open_imported
 
 log = logging.getLogger(__name__)
@@ -166,6 +168,15 @@ def import_job_advance(*, tenant_id, job_id, max_messages: int | None = None,
         jobs.filter(pk=job.pk, status=Status.RUNNING).update(status=Status.DONE, finished_at=clock.now(),
                                                              payload=None, error="")
     return ImportRun(_refreshed(job), state == "bounded")
+
+
+def access_import_job(*, tenant: Tenant, user: EndUser, job_id) -> ImportJob:
+    """The user's import job; one 404 for missing, another tenant's and another user's."""
+    jid = parse_uuid(job_id, what="import job")
+    job = ImportJob.objects.for_tenant(tenant).filter(pk=jid, user=user).defer("payload").first()
+    if job is None:
+        raise NotFound("Import job not found.")
+    return job
 
 
 def _parts_write(job: ImportJob, *, max_messages: int | None, on_progress) -> tuple[str, bool]:

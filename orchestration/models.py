@@ -1,10 +1,12 @@
-"""Receipts of composed contexts: what each context handed the model from long-term memory, ranked how, and what
-was left out for budget. Written by a task after the turn (orchestration/receipts.py), never on the request path."""
+"""Rows orchestration writes. Receipts of composed contexts: what each context handed the model from long-term memory,
+ranked how, and what was left out for budget, written by a task after the turn (receipts.py), never on the request
+path. Import jobs: one bulk import of a conversation export and its cursor (imports.py)."""
 from __future__ import annotations
 
 import uuid
 
 from django.db import models
+from django.utils import timezone
 
 from tenants.scoping import TenantManager
 
@@ -67,3 +69,53 @@ class ContextReceiptItem(models.Model):
 
     def __str__(self):
         return f"{self.section} #{self.rank}"
+
+
+class ImportJob(models.Model):
+    """One bulk import of a conversation export for one end user: its progress is its cursor (`position`, the
+    messages of the file's stream already written or found stored), advanced in the transaction that writes them,
+    so a job stopped anywhere resumes exactly where it stopped."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    class Source(models.TextChoices):
+        API = "api", "API"
+        COMMAND = "command", "Management command"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="import_jobs")
+    user = models.ForeignKey("tenants.EndUser", on_delete=models.CASCADE, related_name="import_jobs")
+    format = models.CharField(max_length=16)
+    options = models.JSONField(default=dict, blank=True)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.API)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    # The export itself for an API job (bounded by the endpoint's body limit), dropped once the job is done; a
+    # command job reads its file instead.
+    payload = models.BinaryField(null=True, blank=True)
+    file_name = models.CharField(max_length=1000, blank=True, default="")
+    sessions_total = models.PositiveIntegerField(default=0)
+    messages_total = models.PositiveIntegerField(default=0)
+    position = models.PositiveIntegerField(default=0)
+    sessions_created = models.PositiveIntegerField(default=0)
+    messages_created = models.PositiveIntegerField(default=0)
+    messages_skipped = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+    # What the tenant's memory TTLs do to this history, forecast before the job was created (see
+    # orchestration.imports.import_forecast).
+    lifetimes = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TenantManager()
+
+    class Meta:
+        ordering = ["-created_at", "id"]
+
+    def __str__(self):
+        return f"import {self.id} ({self.status}, {self.position}/{self.messages_total})"

@@ -115,23 +115,24 @@ def main(argv=None) -> int:
     import numpy as np
     import onnx
 
-    from infra.embedder import LocalEmbedder, _local_model_path, _onnx_model_dir, _OnnxDirect
+    from infra.embedder import LocalEmbedder, _OnnxDirect
+    from infra.embedder_export import local_model_path, onnx_model_dir
 
     digest = hashlib.sha256(Path(args.candidate).read_bytes()).hexdigest()
     print(f"candidate {args.candidate}: sha256 {digest}"
           + ("" if not args.sha256 else " (as stated)" if digest == args.sha256 else " (NOT the stated checksum)"))
     model = onnx.load(args.candidate)
     check_graph(model)
-    check_weights(model, Path(_local_model_path()))
+    check_weights(model, Path(local_model_path()))
 
     today = LocalEmbedder()
-    folder = _onnx_model_dir(_local_model_path(), today.runtime)
+    folder = onnx_model_dir(local_model_path(), today.runtime)
     candidate = _OnnxDirect(folder, "onnx")
     import onnxruntime
 
-    from infra.embedder import _session_options
+    from infra.embedder_export import session_options
 
-    candidate._session = onnxruntime.InferenceSession(args.candidate, sess_options=_session_options(),
+    candidate._session = onnxruntime.InferenceSession(args.candidate, sess_options=session_options(),
                                                       providers=["CPUExecutionProvider"])
     candidate._inputs = [i.name for i in candidate._session.get_inputs()]
     candidate._output = [o.name for o in candidate._session.get_outputs()].index("last_hidden_state")

@@ -7,7 +7,7 @@ from infra.errors import NotFound
 from tenants.models import EndUser, Tenant
 from tenants.selectors import parse_uuid
 
-from .models import BridgeSummary, ImportJob, Message, Session
+from .models import Message, Session
 
 
 def access_session(*, tenant: Tenant, session_id, for_update: bool = False, user: EndUser | None = None) -> Session:
@@ -53,17 +53,3 @@ def access_message(*, tenant: Tenant, message_id) -> Message:
         return Message.objects.for_tenant(tenant).select_related("session").get(id=mid)
     except Message.DoesNotExist:
         raise NotFound("Message not found.")
-
-
-def bridge_summaries(*, tenant: Tenant, session_ids) -> dict:
-    """The bridge summaries of these sessions that have one, by session id."""
-    return {b.session_id: b for b in BridgeSummary.objects.for_tenant(tenant).filter(session_id__in=list(session_ids))}
-
-
-def access_import_job(*, tenant: Tenant, user: EndUser, job_id) -> ImportJob:
-    """The user's import job; one 404 for missing, another tenant's and another user's."""
-    jid = parse_uuid(job_id, what="import job")
-    job = ImportJob.objects.for_tenant(tenant).filter(pk=jid, user=user).defer("payload").first()
-    if job is None:
-        raise NotFound("Import job not found.")
-    return job

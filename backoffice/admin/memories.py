@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from infra import clock
 from infra.errors import AppError
 from memory import actions as memory_actions
-from memory.admin import ConfidenceFilter, memory_text_short
+from memory.admin_columns import ConfidenceFilter, memory_text_short
 from memory.models import MemoryEvent, MemoryRecord, MemoryStatus
 from memory.overview import said_by
 from memory.timeline import memory_timeline

@@ -11,10 +11,11 @@ from django.utils.html import format_html
 
 from assistant.tools import outcome_summary
 from context.bridge_support import bridge_support
+from context.models import SessionLink, SummaryAnchor
 from orchestration.sessions import session_close
 from orchestration.transcript import transcript_memories, transcript_select
 from sessions.admin import SessionUserFilter
-from sessions.models import Message, Session, SessionLink, SummaryAnchor
+from sessions.models import Message, Session
 from tenants.admin import (
     ParentScopedInlineMixin,
     ReadOnlyAdmin,

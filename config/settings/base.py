@@ -1,4 +1,7 @@
-"""Settings shared by every environment; every value comes from the environment via django-environ."""
+"""Settings shared by every environment; every value comes from the environment via django-environ.
+
+One file over 400 lines on purpose: each setting sits with the comment that says why its default is what it is;
+split by app, a reader would look in several files for one knob (docs/settings.md is the table of them)."""
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -272,8 +275,10 @@ MEMORY_PASSAGE_MAX_TOKENS = env.int("MEMORY_PASSAGE_MAX_TOKENS", default=160)
 # evidence from several times as many turns. 0 shows memories whole.
 MEMORY_EXCERPT_MAX_TOKENS = env.int("MEMORY_EXCERPT_MAX_TOKENS", default=60)
 # A session's prior (topic locality) lifts only its best memory, so a topic that runs across sessions comes back
-# from many of them (memory/retrieval.py _diversified).
+# from many of them (memory/retrieval_ranking.py scores_diversify).
 MEMORY_SESSION_DIVERSITY = env.bool("MEMORY_SESSION_DIVERSITY", default=False)
+# Session diversity for the questions that ask how something developed over time (memory/retrieval_query.py).
+MEMORY_THREAD_QUESTIONS = env.bool("MEMORY_THREAD_QUESTIONS", default=True)
 # Below this, a cut sentence says too little to be worth its tokens.
 MEMORY_EXCERPT_MIN_TOKENS = env.int("MEMORY_EXCERPT_MIN_TOKENS", default=12)
 MEMORY_EXTRACTION_LOCK_SECONDS = env.int("MEMORY_EXTRACTION_LOCK_SECONDS", default=300)

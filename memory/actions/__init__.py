@@ -7,19 +7,13 @@ in the outbox inside one transaction; the point reaches Qdrant after commit. Ext
 the lifecycle jobs, the admin and the end-user API all come here, and nothing else writes MemoryRecord. Text passes
 the secrets filter before anything is stored.
 
-The package holds them by family: records (how any change is written), create, review (changes people ask
-for), lifecycle (changes the jobs make) and notes (a session's note lines). Import from the package.
+The package holds them by family: records (how any change is written), create (a memory as given), decisions
+(an extraction's verified decisions), remember (statements checked against what the user has), review (changes people
+ask for), lifecycle (changes the jobs make) and notes (a session's note lines). Import from the package.
 """
 
-from .create import (
-    INCOMPLETE,
-    INCOMPLETE_REASON,
-    decisions_apply,
-    memory_create,
-    memory_remember,
-    memory_remember_statements,
-    memory_supersede,
-)
+from .create import memory_create, memory_supersede
+from .decisions import decisions_apply
 from .lifecycle import (
     PENDING_MARK,
     fact_from_events,
@@ -45,6 +39,7 @@ from .records import (
     memory_vectors_enqueue,
     vector_op_for,
 )
+from .remember import INCOMPLETE, INCOMPLETE_REASON, memory_remember, memory_remember_statements
 from .review import (
     BULK_DELETE_SAMPLE,
     BulkDeleteResult,

@@ -38,7 +38,9 @@ SCHEMA_NAME = "message_memories"
 SCHEMA = {
     "type": "object",
     "properties": {"stated": _MEMORIES, "implied": _MEMORIES},
-    "required": ["stated", "implied"],
+    # Only `stated` is required: a long message's answer cut by max_tokens inside `stated` is closed by the repair
+    # with its complete items and no `implied`, and refusing it would lose what the user stated.
+    "required": ["stated"],
     "additionalProperties": False,
 }
 

@@ -8,10 +8,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from context.links import link_list
+from context.models import BridgeSummary
 from infra.errors import ValidationFailed
 from memory.apis.profile import ProfileEntryOutput
 from memory.apis.serializers import RetrievedMemoryOutput
-from sessions.models import BridgeSummary
 from sessions.selectors import access_session
 
 from ..context import turn_context

@@ -13,11 +13,11 @@ from infra.pagination import paginate
 from infra.serializer_fields import JsonObjectField, StrictCharField
 from sessions import import_formats
 from sessions.models import Message
-from sessions.selectors import access_import_job, access_session, message_list, session_list
+from sessions.selectors import access_session, message_list, session_list
 from sessions.services import NewMessage
 from tenants.selectors import access_end_user
 
-from ..imports import import_forecast, import_job_create, imports_backlog_pending
+from ..imports import access_import_job, import_forecast, import_job_create, imports_backlog_pending
 from ..messages import messages_append
 from ..sessions import session_close, session_open
 

@@ -9,10 +9,10 @@ import respx
 
 from context.anchors import anchor_plan, anchors_fold, extractive_summary, sentence_score
 from context.buffer import buffer_get
+from context.models import SummaryAnchor
 from context.tasks import anchor_fold_task
 from infra.redis_client import Keys, get_redis
 from orchestration.messages import messages_append
-from sessions.models import SummaryAnchor
 from sessions.services import NewMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,13 +14,14 @@ from django.db import connection
 from context import bridge as bridge_mod
 from context.bridge import extractive_bridge
 from context.buffer import buffer_add_subgoal, buffer_complete_subgoal, buffer_get, buffer_update_notes
+from context.models import BridgeSummary
 from infra.errors import ServiceUnavailable
 from orchestration import sessions as tasks_mod  # session_finish lives with the other session services
 from orchestration.messages import messages_append
 from orchestration.sessions import session_close
 from orchestration.sessions import session_finish as _session_finish
 from orchestration.tasks import session_finish_task as bridge_write_task
-from sessions.models import BridgeSummary, Session
+from sessions.models import Session
 from sessions.services import NewMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -21,9 +21,10 @@ from context.buffer import (
     buffer_set_goal,
     buffer_update_notes,
 )
+from context.models import SummaryAnchor
 from infra.redis_client import Keys, get_redis
 from orchestration.messages import messages_append
-from sessions.models import Message, Session, SummaryAnchor
+from sessions.models import Message, Session
 from sessions.services import NewMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -117,18 +118,18 @@ def test_deleting_the_key_mid_conversation_loses_nothing(alice, alice_session):
 
 def test_a_failed_redis_append_is_swallowed_and_caught_up_on_read(alice, alice_session, monkeypatch):
     say(alice, alice_session, "first message")
-    real = buf_mod._run
+    real = buf_mod.script_run
 
-    def flaky(ids_, op, payload):
+    def flaky(key, op, payload):
         if op == "append":
             raise redis.exceptions.ConnectionError("redis went away")
-        return real(ids_, op, payload)
+        return real(key, op, payload)
 
-    monkeypatch.setattr(buf_mod, "_run", flaky)
+    monkeypatch.setattr(buf_mod, "script_run", flaky)
     rows = say(alice, alice_session, "second message")  # the database has it; the append is not an error
     assert rows[0].seq == 2
     assert [m["seq"] for m in raw_doc(alice_session)["recent"]] == [1]
-    monkeypatch.setattr(buf_mod, "_run", real)
+    monkeypatch.setattr(buf_mod, "script_run", real)
     b = buffer_get(**ids(alice_session))
     assert [m["content"] for m in b.recent] == ["first message", "second message"]
     assert raw_doc(alice_session)["seq"] == 2

@@ -4,11 +4,12 @@ from __future__ import annotations
 import pytest
 
 from context.links import reference_in
+from context.models import SessionLink
 from orchestration.context import turn_context
 from orchestration.messages import messages_append
 from orchestration.sessions import session_close, session_open
 from orchestration.sessions import session_finish as _session_finish
-from sessions.models import Session, SessionLink
+from sessions.models import Session
 from sessions.services import NewMessage
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -85,12 +85,12 @@ def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it(embedder, 
 
 def test_onnx_vectors_skip_the_modules_but_equal_what_they_compute(embedder, settings):
     """The session is fed straight from the tokenizer: same padding, truncation, mean pooling and normalisation."""
-    from infra.embedder import _local_model_path, _onnx_model, _onnx_model_dir
+    from infra.embedder_export import local_model_path, onnx_model, onnx_model_dir
 
     assert embedder._direct is not None and embedder._model is None
     texts = ["ok", "A much longer sentence, with many more tokens, so that the short ones are padded in the batch.",
              "word " * 400]  # past the model's 256-token window: truncated the same way
-    modules = _onnx_model(_onnx_model_dir(_local_model_path(), embedder.runtime), embedder.runtime)
+    modules = onnx_model(onnx_model_dir(local_model_path(), embedder.runtime), embedder.runtime)
     for text in texts:  # one at a time: the int8 model's vector depends on its batch
         direct = embedder._compute([text])[0]
         through_modules = modules.encode([text], normalize_embeddings=True)[0]
@@ -141,7 +141,7 @@ def test_loading_the_cached_export_imports_neither_torch_nor_sentence_transforme
 
 @pytest.mark.slow
 def test_onnx_export_is_made_once_quietly_verified_and_made_again_when_altered(settings, tmp_path, capfd, caplog):
-    from infra.embedder import MANIFEST, ONNX_FILES
+    from infra.embedder_export import MANIFEST, ONNX_FILES
 
     runtime = "onnx"  # the float export: the int8 one adds a quantization pass to the same code path
     settings.EMBEDDING_CACHE_DIR = tmp_path / "models"
@@ -153,7 +153,7 @@ def test_onnx_export_is_made_once_quietly_verified_and_made_again_when_altered(s
     # (other threads of the test process, such as an HTTP client's connection pool, may log meanwhile)
     exporters = {"optimum", "transformers", "torch", "onnx", "onnxruntime", "sentence_transformers", "huggingface_hub"}
     names = {r.name for r in caplog.records}
-    assert "infra.embedder" in names and not {n for n in names if n.split(".")[0] in exporters}, names
+    assert "infra.embedder_export" in names and not {n for n in names if n.split(".")[0] in exporters}, names
     assert capfd.readouterr().err == ""
     (exported,) = [p for p in (tmp_path / "models").iterdir()]
     assert (exported / MANIFEST).is_file()

@@ -119,6 +119,17 @@ def test_extraction_keeps_only_memories_that_share_a_word_with_the_message(model
     assert [c.text for c in found] == ["Dana is flying from SFO next Tuesday.", "Dana likes cheap flights."]
 
 
+def test_an_extraction_cut_off_inside_what_was_stated_keeps_the_complete_statements(model):
+    from memory.extraction.llm_extract import llm_extract
+
+    replies, _ = model
+    item = {"kind": "fact", "subject": "", "value": "", "confidence": 0.9}
+    complete = json.dumps({"stated": [dict(item, text="Dana's invoices table has a currency column.")]})
+    replies.append(complete[:-2] + ', {"kind": "fact", "text": "Dana renamed due_o')  # max_tokens hit mid-item
+    found = llm_extract("The invoices table now has a currency column, and I renamed due_on to due_date.", who="Dana")
+    assert [c.text for c in found] == ["Dana's invoices table has a currency column."]
+
+
 def test_background_calls_wait_while_a_user_call_is_in_flight(settings):
     settings.LLM_BACKGROUND_CONCURRENCY, settings.LLM_BACKGROUND_HOLD_SECONDS = 1, 10
     events: list[str] = []

@@ -8,12 +8,12 @@ import uuid
 
 import pytest
 
+from context.models import BridgeSummary
 from mcp_server.server import ACTIVE_FACTS_URI
 from memory.actions import memory_create, memory_delete
 from memory.models import MemoryEvent, MemoryRecord
 from orchestration.messages import messages_append, source_of
 from orchestration.sessions import session_close, session_finish, session_open
-from sessions.models import BridgeSummary
 from sessions.services import NewMessage
 from tenants.services import end_user_create
 

@@ -32,9 +32,9 @@ def _source(message):
 def world(tenant, user, n: int) -> dict:
     """A user with n of everything a reviewer looks at: sessions with bridges, messages with tool calls and their
     results, memories by kind (some inferred and held for review, some reinforced, superseded, edited)."""
+    from context.models import BridgeSummary
     from orchestration.messages import messages_append
     from orchestration.sessions import session_close, session_open
-    from sessions.models import BridgeSummary
     from sessions.services import NewMessage
     from tenants.services import end_user_create
 
@@ -112,7 +112,7 @@ def _pages(tenant, user, w) -> dict[str, str]:
         "session transcript": f"/admin/chat_sessions/session/{w['session'].pk}/change/",
         "messages": f"/admin/chat_sessions/message/?session__user__id__exact={user.pk}",
         "message page": f"/admin/chat_sessions/message/{w['messages'][0].pk}/change/",
-        "import jobs": f"/admin/chat_sessions/importjob/?user__id__exact={user.pk}",
+        "import jobs": f"/admin/orchestration/importjob/?user__id__exact={user.pk}",
     }
 
 
@@ -192,7 +192,7 @@ def test_user_filter_narrows_every_per_user_list_and_shows_who(alice, dana):
     assert 'class="admin-autocomplete"' in page and 'data-field-name="user"' in page
     assert "select2" in page  # the picker's script is on the page
     for url in ("/admin/memory/memoryevent/", QUEUE, "/admin/chat_sessions/session/",
-                "/admin/chat_sessions/importjob/"):
+                "/admin/orchestration/importjob/"):
         assert "Showing only" in client.get(f"{url}?user__id__exact={dana.pk}").content.decode(), url
     msgs = client.get(f"/admin/chat_sessions/message/?session__user__id__exact={dana.pk}").content.decode()
     assert "Showing only" in msgs
@@ -407,9 +407,9 @@ def test_view_site_leads_to_a_page_that_exists(alice, root):
 
 
 def test_transcript_marks_bridge_sentences_nothing_in_the_session_supports(alice, dana):
+    from context.models import BridgeSummary
     from orchestration.messages import messages_append
     from orchestration.sessions import session_close, session_open
-    from sessions.models import BridgeSummary
     from sessions.services import NewMessage
 
     s, _ = session_open(tenant=alice, user=dana)

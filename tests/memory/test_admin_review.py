@@ -20,7 +20,7 @@ MEMORY_ADMIN = "/admin/memory/memoryrecord/"
 def staff_for(*tenants, username="staff") -> User:
     user = User.objects.create_user(username=username, password="pw", is_staff=True)
     user.user_permissions.set(Permission.objects.filter(content_type__app_label__in=[
-        "tenants", "chat_sessions", "memory"]))
+        "tenants", "chat_sessions", "context", "orchestration", "memory"]))
     for t in tenants:
         t.staff_users.add(user)
     return user
@@ -41,10 +41,10 @@ def bob_user(bob):
 
 @pytest.fixture
 def data(alice, alice_user, alice_session, bob, bob_user):
+    from context.models import SessionLink, SummaryAnchor
     from orchestration.messages import messages_append
     from orchestration.sessions import session_close, session_open
     from orchestration.sessions import session_finish as _session_finish
-    from sessions.models import SessionLink, SummaryAnchor
     from sessions.services import NewMessage
 
     msgs = messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False, items=[

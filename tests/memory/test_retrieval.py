@@ -11,7 +11,8 @@ from infra.errors import ServiceUnavailable
 from infra.vector_store import ScopeMissing, set_vector_store
 from memory.actions import memory_create
 from memory.models import MemoryRecord
-from memory.retrieval import memory_retrieve, memory_retrieve_for_users, query_build
+from memory.retrieval import memory_retrieve, memory_retrieve_for_users
+from memory.retrieval_query import query_build
 from memory.selectors import memory_points_count, memory_points_scroll, memory_points_search
 from sessions.turn_reads import turns_around
 
@@ -283,3 +284,52 @@ def test_an_embedder_that_fails_or_cannot_load_is_a_service_unavailable(alice, a
     with pytest.raises(ServiceUnavailable) as failed:
         memory_retrieve(tenant=alice, user=alice_user, query="aisle seats")
     assert failed.value.code == "embedder_unavailable"
+
+
+def test_a_question_about_how_something_changed_gets_its_thread_from_every_session(alice, alice_user, settings):
+    from orchestration.sessions import session_close
+
+    alice.memory_ttl_days = {"event": None}
+    alice.save()
+    # One session discussed the invoices table at length; two later ones each changed it once.
+    first, _ = record_turns(alice, alice_user, [
+        ("user", "The invoices table schema has customer_id, amount_cents and due_on columns."),
+        ("user", "In the invoices table schema, amount_cents is an integer column."),
+        ("user", "The invoices table schema keeps due_on as a date column."),
+        ("user", "The invoices table schema indexes customer_id.")])
+    session_close(tenant=alice, session_id=first.pk)
+    other, _ = record_turns(alice, alice_user, [("user", "My sister visits in August."), ("user", "I run on Sundays."),
+                                                ("user", "The dentist moved my appointment."),
+                                                ("user", "I am reading a novel about Lisbon.")],
+                            start=MAY_8 + timedelta(days=10))
+    session_close(tenant=alice, session_id=other.pk)
+    later = []
+    for days, change in ((20, "We added a currency column to the invoices table."),
+                         (40, "We renamed due_on to due_date in the invoices table.")):
+        session, _ = record_turns(alice, alice_user, [("user", change), ("user", "My cat Miso likes the balcony."),
+                                                      ("user", "I booked a train to Porto for Friday.")],
+                                  start=MAY_8 + timedelta(days=days))
+        session_close(tenant=alice, session_id=session.pk)
+        later.append(str(session.pk))
+    question = "How did the invoices table schema change over the project?"
+
+    def sessions_found():
+        return {m.session_id for m in memory_retrieve(tenant=alice, user=alice_user, query=question, k=3)}
+
+    settings.MEMORY_THREAD_QUESTIONS = False
+    assert not set(later) <= sessions_found()  # the first session's many close matches fill k
+    settings.MEMORY_THREAD_QUESTIONS = True
+    assert set(later) <= sessions_found()
+
+
+def test_thread_questions_are_told_from_others():
+    from memory.retrieval_query import asks_for_thread
+
+    for question in ("How did the invoices table's schema change over the project?",
+                     "How has the page's load time evolved?", "What have we decided so far?",
+                     "How did my training plan develop over the months?"):
+        assert asks_for_thread(question), question
+    for question in ("What did I buy in Porto?", "When did we change the schema?",
+                     "Which seat do I prefer?", "What time is the flight over to Lisbon?",
+                     "Where did she move from four years ago?"):
+        assert not asks_for_thread(question), question

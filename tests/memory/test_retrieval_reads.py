@@ -124,16 +124,17 @@ def test_each_row_carries_its_sessions_number_per_user_oldest_first_as_the_orm_c
 
 
 def test_the_shortlist_reads_enough_candidates_to_fill_the_budget_twice_by_their_sizes():
-    from memory.retrieval import SHORTLIST_MIN, UNSIZED_TOKENS, _Candidate, _shortlist
+    from memory.retrieval_ranking import SHORTLIST_MIN, UNSIZED_TOKENS, Candidate, candidates_shortlist
 
-    sized = [_Candidate(str(i), {"tokens": 25}) for i in range(500)]
-    assert len(_shortlist(sized, k=1000, token_budget=2000)) == 2 * 2000 // 25  # 160 candidates hold 4,000 tokens
-    assert len(_shortlist(sized, k=1000, token_budget=100)) == SHORTLIST_MIN  # never fewer than the floor
-    assert len(_shortlist(sized, k=20, token_budget=2000)) == 80  # nor more than k asks for (4 per slot)
-    assert len(_shortlist(sized, k=20, token_budget=None)) == 80
-    unsized = [_Candidate(str(i), {}) for i in range(500)]
-    assert len(_shortlist(unsized, k=1000, token_budget=1000)) == 2 * 1000 // UNSIZED_TOKENS
-    assert len(_shortlist(sized[:10], k=1000, token_budget=2000)) == 10
+    sized = [Candidate(str(i), {"tokens": 25}) for i in range(500)]
+    # 160 candidates hold 4,000 tokens
+    assert len(candidates_shortlist(sized, k=1000, token_budget=2000)) == 2 * 2000 // 25
+    assert len(candidates_shortlist(sized, k=1000, token_budget=100)) == SHORTLIST_MIN  # never fewer than the floor
+    assert len(candidates_shortlist(sized, k=20, token_budget=2000)) == 80  # nor more than k asks for (4 per slot)
+    assert len(candidates_shortlist(sized, k=20, token_budget=None)) == 80
+    unsized = [Candidate(str(i), {}) for i in range(500)]
+    assert len(candidates_shortlist(unsized, k=1000, token_budget=1000)) == 2 * 1000 // UNSIZED_TOKENS
+    assert len(candidates_shortlist(sized[:10], k=1000, token_budget=2000)) == 10
 
 
 def test_a_points_payload_carries_its_text_size(alice, alice_user):

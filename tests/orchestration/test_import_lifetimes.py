@@ -14,7 +14,8 @@ from memory.lifecycle.forget import memories_forget
 from memory.lifecycle.runs import job_run
 from memory.models import MemoryRecord
 from memory.outbox import outbox_apply
-from sessions.models import ImportJob, Message
+from orchestration.models import ImportJob
+from sessions.models import Message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

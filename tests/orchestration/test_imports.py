@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from django.db import OperationalError, connection
 
+from context.models import BridgeSummary, SessionLink
 from memory.models import MemoryRecord
 from orchestration import imports
 from orchestration.imports import (
@@ -17,7 +18,8 @@ from orchestration.imports import (
     imports_backlog_pending,
     imports_backlog_work,
 )
-from sessions.models import BridgeSummary, ImportJob, Message, Session, SessionLink
+from orchestration.models import ImportJob
+from sessions.models import Message, Session
 from tests.orchestration.exports import LOCOMO_SAMPLE, OPENAI_EXPORT, as_bytes, openai_conversation
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -127,7 +127,7 @@ def _build_world(make_tenant, django_user_model) -> World:
 
             world.memories[(i, j)] = [str(pk) for pk in MemoryRecord.objects.unscoped().filter(user=user)
                                       .values_list("pk", flat=True)]
-            from sessions.models import ImportJob
+            from orchestration.models import ImportJob
 
             job = ImportJob.objects.create(tenant=tenant, user=user, format="openai", status="done",
                                            file_name=f"export {c}.json")

@@ -120,9 +120,10 @@ def broker():
 
 def test_worker_killed_mid_bridges_leaves_exactly_one_bridge_per_closed_session(alice, tmp_path, broker,
                                                                                 _redis_prefix):
+    from context.models import BridgeSummary
     from orchestration.messages import messages_append
     from orchestration.sessions import session_close, session_open
-    from sessions.models import BridgeSummary, Message, Session
+    from sessions.models import Message, Session
     from sessions.services import NewMessage
     from tenants.services import end_user_create
 

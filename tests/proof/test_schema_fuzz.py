@@ -55,8 +55,8 @@ CONFORMANCE = [status_code_conformance, content_type_conformance, response_schem
 def world(make_tenant):
     """One tenant with real objects, so fuzzed ids sometimes name something that exists."""
     from orchestration.messages import messages_append
+    from orchestration.models import ImportJob
     from orchestration.sessions import session_open
-    from sessions.models import ImportJob
     from sessions.services import NewMessage
     from tenants.services import end_user_create
 

@@ -6,10 +6,10 @@ import re
 import openai
 import pytest
 
+from context.models import BridgeSummary
 from memory.models import MemoryRecord
 from orchestration.messages import message_extract, messages_append
 from orchestration.sessions import session_close, session_finish
-from sessions.models import BridgeSummary
 from sessions.services import NewMessage
 
 pytestmark = [pytest.mark.real_llm, pytest.mark.django_db(transaction=True)]

@@ -15,15 +15,15 @@ from tqdm import tqdm
 
 from infra.errors import AppError
 from orchestration.imports import (
+    access_import_job,
     import_job_advance,
     import_job_create,
     import_job_failed,
     import_job_resume,
     imports_backlog_pending,
 )
+from orchestration.models import ImportJob
 from sessions.import_formats import FORMATS
-from sessions.models import ImportJob
-from sessions.selectors import access_import_job
 from tenants.selectors import end_user_by_ref, tenant_by_ref
 
 

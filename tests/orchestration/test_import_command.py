@@ -8,7 +8,8 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from sessions.models import ImportJob, Message
+from orchestration.models import ImportJob
+from sessions.models import Message
 from tests.orchestration.exports import LOCOMO_SAMPLE, openai_conversation
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from sessions.models import ImportJob, Message, Session
+from orchestration.models import ImportJob
+from sessions.models import Message, Session
 from tests.orchestration.exports import LOCOMO_SAMPLE, OPENAI_EXPORT
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,0 +1,179 @@
+"""How a retrieval's candidates are found and ranked: dense and BM25 searches per user in scope, fused on standardised
+scores, a session prior for topic locality, a tiered shortlist, and small bounded adjustments (recency, confidence,
+importance, access count) whose terms are kept for the context's receipt."""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from infra.errors import ServiceUnavailable
+from infra.vector_store import Scope, get_vector_store
+from infra.vector_store.base import Search
+
+SESSION_PRIOR_TOP = 3  # a session's strength: the mean of its best few candidates
+RECENCY_HALF_LIFE_DAYS = 180.0
+WEIGHT_RECENCY, WEIGHT_CONFIDENCE, WEIGHT_IMPORTANCE, WEIGHT_ACCESS = 0.2, 0.3, 0.2, 0.05
+
+
+@dataclass
+class Candidate:
+    memory_id: str
+    payload: dict
+    dense: float | None = None
+    sparse: float | None = None
+    fused: float = 0.0
+    score: float = 0.0
+
+
+def _standardise(values: dict[str, float]) -> tuple[dict[str, float], float]:
+    """z-scores of one retriever's scores, and the floor given to candidates it did not return."""
+    if not values:
+        return {}, 0.0
+    xs = list(values.values())
+    mean = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs)) or 1.0
+    z = {k: (v - mean) / sd for k, v in values.items()}
+    return z, min(z.values())
+
+
+# What retrieval reads from a hit's payload (the store adds the keys its scope guard needs): the memory text and
+# the other display fields come from the database rows, so they are not copied out of the store for every hit.
+HIT_PAYLOAD_KEYS = ("session_id", "tokens")
+SHORTLIST_MIN = 40
+TIER_TOKENS = 250  # tier 0 covers twice this: about what the smallest useful memory section (500 tokens) reads
+UNSIZED_TOKENS = 20  # a point written before sizes were kept in its payload counts as a short memory
+
+
+def candidates_gather(*, tenant, user_ids: list[str], limit: int, now_epoch: float, vector=None,
+                      text: str | None = None, into: dict[str, Candidate] | None = None,
+                      statuses=("active",)) -> dict[str, Candidate]:
+    """The dense (vector) or BM25 (text) candidates of every user in scope, added to `into`."""
+    store = get_vector_store()
+    found = {} if into is None else into
+    tenant_id = str(tenant.pk)
+    attr = "dense" if vector is not None else "sparse"
+    try:
+        searches = [Search(Scope(tenant_id=tenant_id, user_id=user_id), dense=vector, text=text, limit=limit,
+                           statuses=statuses, not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS)
+                    for user_id in user_ids]
+        for hits in store.search_batch(searches):  # every user's search planned as one pass over the shard
+            for hit in hits:
+                # Second guard after the store's own: a hit outside this tenant and these users is dropped.
+                if hit.payload.get("tenant_id") != tenant_id or hit.payload.get("user_id") not in user_ids:
+                    continue
+                c = found.setdefault(hit.memory_id, Candidate(hit.memory_id, hit.payload))
+                setattr(c, attr, float(hit.score))
+    except ServiceUnavailable:
+        raise
+    except Exception as exc:
+        raise ServiceUnavailable(f"Memory search failed: {exc.__class__.__name__}", code="vector_store_unavailable") \
+            from exc
+    return found
+
+
+def _fused(cands: dict[str, Candidate]) -> dict[str, float]:
+    zd, floor_d = _standardise({k: c.dense for k, c in cands.items() if c.dense is not None})
+    zs, floor_s = _standardise({k: c.sparse for k, c in cands.items() if c.sparse is not None})
+    return {k: zd.get(k, floor_d) + (zs.get(k, floor_s) if zs else 0.0) for k in cands}
+
+
+def candidates_fuse(cands: dict[str, Candidate], *more: dict[str, Candidate]) -> dict[str, Candidate]:
+    """Fused scores and session priors; with several searches (a question's parts), each is fused on its own and a
+    candidate keeps its best, so every part's best hits stand as high as the whole question's."""
+    for c, score in _fused(cands).items():
+        cands[c].fused = score
+    for other in more:
+        for mid, score in _fused(other).items():
+            if mid in cands:
+                cands[mid].fused = max(cands[mid].fused, score)
+            else:
+                cands[mid] = other[mid]
+                cands[mid].fused = score
+    groups: dict[str, list[Candidate]] = defaultdict(list)
+    for c in cands.values():
+        groups[c.payload.get("session_id") or c.memory_id].append(c)
+    for members in groups.values():
+        best = sorted((m.fused for m in members), reverse=True)[:SESSION_PRIOR_TOP]
+        prior = sum(best) / len(best)
+        for m in members:
+            m.score = m.fused + prior
+    return cands
+
+
+def candidates_shortlist(ordered: list[Candidate], *, k: int, token_budget: int | None) -> list[tuple[int, Candidate]]:
+    """The best candidates, each with its tier: enough of them to fill k, or the token budget twice over by their
+    own sizes.
+
+    Tiers make a larger budget's ranking extend a smaller one's: tier 0 is the best candidates up to twice
+    TIER_TOKENS (and at least SHORTLIST_MIN of them), each further tier doubles the tokens covered, and a budget takes
+    whole tiers until they cover twice the budget. The final ranking reorders within a tier only, so a candidate
+    that only a larger budget reads can never push one that a smaller budget shows further down.
+    The rows read for them can still be dropped (changed since the point was written, a second memory of one turn)
+    and the final ranking moves them a little: the margin covers that.
+    """
+    depth = max(4 * k, SHORTLIST_MIN)
+    if token_budget is None:
+        return [(0, c) for c in ordered[:depth]]
+    out, used, tier, bound = [], 0, 0, 2 * TIER_TOKENS
+    for i, c in enumerate(ordered[:depth]):
+        if used >= bound and i >= SHORTLIST_MIN:
+            if bound >= 2 * token_budget:
+                break
+            tier, bound = tier + 1, 2 * bound
+        out.append((tier, c))
+        used += c.payload.get("tokens") or UNSIZED_TOKENS
+    return out
+
+
+def scores_diversify(scored: list[tuple[int, float, Candidate]]) -> list[tuple[int, float, Candidate]]:
+    """The session prior counts once per session and tier: a session's best candidate keeps it, the others stand on
+    their own score. The prior says a session is about the topic; once one of its memories is in, a second one must
+    earn its place against the best of other sessions, so a topic that runs across sessions comes back from many of
+    them (a thread) instead of several times from the one that discussed it most."""
+    best: dict[tuple, str] = {}
+    for tier, score, c in sorted(scored, key=lambda tsc: -tsc[1]):
+        best.setdefault((tier, c.payload.get("session_id") or c.memory_id), c.memory_id)
+    return [(tier, score if best[(tier, c.payload.get("session_id") or c.memory_id)] == c.memory_id
+             else score - (c.score - c.fused), c) for tier, score, c in scored]
+
+
+def scores_thread_order(scored: list[tuple[int, float, Candidate]]) -> list[tuple[int, float, Candidate]]:
+    """The order for a question that asks for a thread across time: within each tier, the candidates at or above the
+    tier's median score come one session at a time (every session's best, then every session's second, ...), the
+    rest after them by score. The median is the tier's own, so it holds whatever the scores' scale; below it a
+    candidate is a weak match, and spreading weak matches over sessions would only add noise."""
+    out = []
+    for tier in sorted({t for t, _, _ in scored}):
+        members = sorted((tsc for tsc in scored if tsc[0] == tier), key=lambda tsc: -tsc[1])
+        median = members[len(members) // 2][1] if members else 0.0
+        seen: dict[str, int] = defaultdict(int)
+        strong = []
+        for t, score, c in (m for m in members if m[1] >= median):
+            session = c.payload.get("session_id") or c.memory_id
+            strong.append(((seen[session], -score), (t, score, c)))
+            seen[session] += 1
+        out += [tsc for _, tsc in sorted(strong, key=lambda e: e[0])] + [m for m in members if m[1] < median]
+    return out
+
+
+def score_adjusted(c: Candidate, row: dict, now: datetime) -> float:
+    created = row["created_at"]
+    age_days = max(0.0, (now - created).total_seconds() / 86400.0) if created else 0.0
+    recency = 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS)
+    return (c.score + WEIGHT_RECENCY * recency + WEIGHT_CONFIDENCE * (row["confidence"] - 0.7)
+            + WEIGHT_IMPORTANCE * (row["importance"] - 0.5) + WEIGHT_ACCESS * math.log1p(row["access_count"]))
+
+
+def score_parts(c: Candidate, row: dict, now: datetime) -> dict:
+    """The terms of a candidate's final score (score_adjusted), each as it was added: raw dense and keyword scores,
+    their fusion, the session prior, and the recency, confidence, importance and access adjustments."""
+    created = row["created_at"]
+    age_days = max(0.0, (now - created).total_seconds() / 86400.0) if created else 0.0
+    return {"dense": c.dense, "keyword": c.sparse, "fused": round(c.fused, 4),
+            "session_prior": round(c.score - c.fused, 4),
+            "recency": round(WEIGHT_RECENCY * 0.5 ** (age_days / RECENCY_HALF_LIFE_DAYS), 4),
+            "confidence": round(WEIGHT_CONFIDENCE * (row["confidence"] - 0.7), 4),
+            "importance": round(WEIGHT_IMPORTANCE * (row["importance"] - 0.5), 4),
+            "access": round(WEIGHT_ACCESS * math.log1p(row["access_count"]), 4)}
