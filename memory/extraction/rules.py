@@ -157,9 +157,9 @@ def _third_person(verb: str) -> str:
 def _first_to_third(text: str, who: str) -> str:
     """Rewrite the rest of a statement about oneself: "my seat" → "Ada's seat", "I" → "Ada"."""
     out = re.sub(r"\bmy\b", _possessive(who), text, flags=re.I)
-    out = re.sub(r"\bmyself\b", who, out, flags=re.I)
+    out = re.sub(r"\bmyself\b", "themselves", out, flags=re.I)  # reflexive: its subject is named already
     out = re.sub(r"\bmine\b", _possessive(who), out)
-    out = re.sub(r"\bme\b", who, out)
+    out = re.sub(r"\bme\b(?!-)", who, out)  # not "me-time"
     out = re.sub(r"\bI'm\b|\bI am\b", f"{who} is", out)
     return re.sub(r"\bI\b", who, out)
 

@@ -72,7 +72,11 @@ def third_person(text: str, *, who: str) -> str:
     out = re.sub(rf"\bI\s+(?P<adverb>(?:(?:{adverbs})\s+)*)(?P<verb>[a-z][a-z'’]*)", verb_after_i, out)
     out = re.sub(r"\bI\b", who, out)
     out = re.sub(r"\b[Mm]y\b|\b[Mm]ine\b", _possessive(who), out)
-    out = re.sub(r"\b[Mm]yself\b|\bme\b", who, out)
+    # "myself" points back at the sentence's subject, already named: "themselves" (the user's gender is unknown), so
+    # "if I repeat myself" reads "if Dana repeats themselves", not "if Dana repeats Dana". "me" in a compound
+    # ("me-time") is a word of its own.
+    out = re.sub(r"\b[Mm]yself\b", "themselves", out)
+    out = re.sub(r"\bme\b(?!-)", who, out)
     return out[:1].upper() + out[1:] if out else out
 
 

@@ -32,6 +32,8 @@ def active_statements(tenant, user):
     ("I'm allergic to peanuts and my son is too.", "Dana is allergic to peanuts and Dana's son is too."),
     ("I went to Lisbon in May.", "Dana went to Lisbon in May."),
     ("Dana's destination is Newark.", "Dana's destination is Newark."),
+    ("Bear with me if I repeat myself.", "Bear with Dana if Dana repeats themselves."),
+    ("I carve out some me-time each day.", "Dana carves out some me-time each day."),
 ])
 def test_first_person_text_is_put_in_the_third_person(text, expected):
     assert third_person(text, who="Dana") == expected
