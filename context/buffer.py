@@ -21,6 +21,7 @@ import redis
 from infra.errors import NotFound, ValidationFailed
 from infra.redis_client import Keys, get_redis
 from infra.sentences import sentences
+from sessions.models import Session
 
 from .buffer_rebuild import MESSAGE_FIELDS, buffer_build_from_db, message_entry, message_rows
 from .buffer_store import doc_normalized, script_run
@@ -123,8 +124,6 @@ def _apply(ids: _Ids, op: str, payload: dict, *, return_doc: bool = False) -> Wr
 
 def _persist_working(ids: _Ids, result: WriteResult) -> None:
     """Keep the newest goal stack, ledger and notes on the Session row (versions only move forward)."""
-    from sessions.models import Session
-
     w = result.working or {}
     Session.objects.for_tenant(ids.tenant_id).filter(pk=ids.session_id, working_version__lt=result.version).update(
         working_state=w, working_version=result.version, goal=(w.get("goal") or "")[:2000])
@@ -156,8 +155,6 @@ def _decoded(ids: _Ids, raw: bytes) -> dict | None:
 
 
 def _db_seq(ids: _Ids) -> int:
-    from sessions.models import Session
-
     seq = (Session.objects.for_tenant(ids.tenant_id).filter(pk=ids.session_id, user_id=ids.user_id)
            .values_list("message_seq", flat=True).first())
     if seq is None:

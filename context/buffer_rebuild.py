@@ -8,8 +8,10 @@ from django.conf import settings
 
 from infra.errors import NotFound
 from memory.selectors import session_facts
+from sessions.models import Message, Session
 
 from .buffer_store import doc_normalized
+from .models import SummaryAnchor
 
 MESSAGE_FIELDS = ("id", "seq", "role", "content", "name", "tool_calls", "tool_call_id", "token_count", "created_at")
 
@@ -24,8 +26,6 @@ def message_entry(row: dict) -> dict:
 
 
 def message_rows(tenant_id: str, session_id: str, **filters) -> list[dict]:
-    from sessions.models import Message
-
     return [message_entry(r) for r in
             Message.objects.for_tenant(tenant_id).filter(session_id=session_id, **filters).order_by("seq")
             .values(*MESSAGE_FIELDS)]
@@ -33,10 +33,6 @@ def message_rows(tenant_id: str, session_id: str, **filters) -> list[dict]:
 
 def buffer_build_from_db(*, tenant_id, user_id, session_id) -> dict:
     """The buffer document as the database alone gives it (the rebuild; also what the bridge reads)."""
-    from sessions.models import Session
-
-    from .models import SummaryAnchor
-
     tenant_id, user_id, session_id = str(tenant_id), str(user_id), str(session_id)
     row = (Session.objects.for_tenant(tenant_id).filter(pk=session_id, user_id=user_id)
            .values("message_seq", "goal", "working_state", "working_version").first())
