@@ -14,19 +14,18 @@ from tenants.admin import (
     UserFilter,
     UserFilterMediaMixin,
     admin_link,
-    user_short,
     when,
     wide_text,
 )
 
 from . import admin_review  # noqa: F401  (registers the review queue beside the history)
-from .admin_columns import memory_text_short
+from .admin_columns import UserColumn, memory_text_short
 from .models import JobRun, MemoryEvent, VectorOutbox
 from .timeline import actor_words, event_other_id, event_sentence
 
 
 @admin.register(MemoryEvent)
-class MemoryEventAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdmin):
+class MemoryEventAdmin(UserColumn, UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdmin):
     """Every change, including tombstones of forgotten memories (whose record is gone)."""
 
     list_display = ("at", "action", "memory_link", "what_happened", "actor", "user_column", "tenant")
@@ -40,10 +39,6 @@ class MemoryEventAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdm
     @admin.display(description="at", ordering="created_at")
     def at(self, obj):
         return when(obj.created_at)
-
-    @admin.display(description="user", ordering="user__display_name")
-    def user_column(self, obj):
-        return user_short(obj.user)
 
     @admin.display(description="memory", ordering="memory__text")
     def memory_link(self, obj):

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from tenants.admin import user_short
+
+from .overview import said_by
+
 
 class ConfidenceFilter(admin.SimpleListFilter):
     title = "confidence"
@@ -21,3 +25,19 @@ class ConfidenceFilter(admin.SimpleListFilter):
 
 def memory_text_short(text: str, limit: int = 90) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+class UserColumn:
+    """The end user a row belongs to, short, ordered by name."""
+
+    @admin.display(description="user", ordering="user__display_name")
+    def user_column(self, obj):
+        return user_short(obj.user)
+
+
+class MemoryColumns(UserColumn):
+    """A memory list's user and who said it (the user, the assistant, or inferred)."""
+
+    @admin.display(description="said by", ordering="source_type")
+    def said_by(self, obj):
+        return said_by(obj.source_type)

@@ -19,16 +19,14 @@ from tenants.admin import (
     admin_link,
     admin_tenants,
     staff_actor,
-    user_short,
     when,
     wide_text,
 )
 from tenants.models import EndUser, Tenant
 
 from . import actions as memory_actions
-from .admin_columns import ConfidenceFilter, memory_text_short
+from .admin_columns import ConfidenceFilter, MemoryColumns, memory_text_short
 from .models import MemoryEvent, MemoryRecord, MemoryReview
-from .overview import said_by
 from .review import near_duplicate_pairs, review_pending
 
 
@@ -48,7 +46,7 @@ def controls_apply(admin_view, request, records, control, verb: str) -> None:
 
 
 @admin.register(MemoryReview)
-class MemoryReviewAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmin):
+class MemoryReviewAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmin):
     """Memories held for review, the longest waiting first. Which are held is the tenant's setting
     (Tenant.review_inferred: inferred memories; Tenant.review_supersede_below: corrections of low confidence)."""
 
@@ -71,17 +69,9 @@ class MemoryReviewAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
         url = reverse("admin:memory_memoryrecord_change", args=[obj.pk])
         return wide_text(format_html('<a href="{}">{}</a>', url, memory_text_short(obj.text, 160)), "16em")
 
-    @admin.display(description="user", ordering="user__display_name")
-    def user_column(self, obj):
-        return user_short(obj.user)
-
     @admin.display(description="held since", ordering="created_at")
     def created(self, obj):
         return when(obj.created_at)
-
-    @admin.display(description="said by", ordering="source_type")
-    def said_by(self, obj):
-        return said_by(obj.source_type)
 
     @admin.display(description="subject → value")
     def subject_value(self, obj):

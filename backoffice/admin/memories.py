@@ -15,9 +15,8 @@ from django.utils.html import format_html
 from infra import clock
 from infra.errors import AppError
 from memory import actions as memory_actions
-from memory.admin_columns import ConfidenceFilter, memory_text_short
+from memory.admin_columns import ConfidenceFilter, MemoryColumns, memory_text_short
 from memory.models import MemoryEvent, MemoryRecord, MemoryStatus
-from memory.overview import said_by
 from memory.timeline import memory_timeline
 from orchestration.models import ContextReceipt
 from orchestration.receipts import memory_receipt_usage
@@ -29,7 +28,6 @@ from tenants.admin import (
     admin_link,
     changelist_link,
     staff_actor,
-    user_short,
     when,
     wide_text,
 )
@@ -77,7 +75,7 @@ PAGE_CONTROLS = {
 
 
 @admin.register(MemoryRecord)
-class MemoryRecordAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmin):
+class MemoryRecordAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmin):
     form = MemoryRecordForm
     # The tenant is a filter here, not a column: with it the dates fell off a 1,400-pixel screen.
     list_display = ("short_text", "kind", "status", "said_by", "confidence", "user_column", "created", "expires")
@@ -108,10 +106,6 @@ class MemoryRecordAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
     def short_text(self, obj):
         return wide_text(memory_text_short(obj.text, 160))
 
-    @admin.display(description="user", ordering="user__display_name")
-    def user_column(self, obj):
-        return user_short(obj.user)
-
     @admin.display(description="created", ordering="created_at")
     def created(self, obj):
         return when(obj.created_at)
@@ -119,10 +113,6 @@ class MemoryRecordAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.Mode
     @admin.display(description="expires", ordering="expires_at")
     def expires(self, obj):
         return when(obj.expires_at)
-
-    @admin.display(description="said by", ordering="source_type")
-    def said_by(self, obj):
-        return said_by(obj.source_type)
 
     @admin.display(description="user")
     def user_link(self, obj):
