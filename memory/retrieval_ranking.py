@@ -79,6 +79,11 @@ def _fused(cands: dict[str, Candidate]) -> dict[str, float]:
     return {k: zd.get(k, floor_d) + (zs.get(k, floor_s) if zs else 0.0) for k in cands}
 
 
+def session_of(c: Candidate) -> str:
+    """The session a candidate came from; one with none (a memory given by hand) is a session of its own."""
+    return c.payload.get("session_id") or c.memory_id
+
+
 def candidates_fuse(cands: dict[str, Candidate], *more: dict[str, Candidate]) -> dict[str, Candidate]:
     """Fused scores and session priors; with several searches (a question's parts), each is fused on its own and a
     candidate keeps its best, so every part's best hits stand as high as the whole question's."""
@@ -93,7 +98,7 @@ def candidates_fuse(cands: dict[str, Candidate], *more: dict[str, Candidate]) ->
                 cands[mid].fused = score
     groups: dict[str, list[Candidate]] = defaultdict(list)
     for c in cands.values():
-        groups[c.payload.get("session_id") or c.memory_id].append(c)
+        groups[session_of(c)].append(c)
     for members in groups.values():
         best = sorted((m.fused for m in members), reverse=True)[:SESSION_PRIOR_TOP]
         prior = sum(best) / len(best)
@@ -134,8 +139,8 @@ def scores_diversify(scored: list[tuple[int, float, Candidate]]) -> list[tuple[i
     them (a thread) instead of several times from the one that discussed it most."""
     best: dict[tuple, str] = {}
     for tier, score, c in sorted(scored, key=lambda tsc: -tsc[1]):
-        best.setdefault((tier, c.payload.get("session_id") or c.memory_id), c.memory_id)
-    return [(tier, score if best[(tier, c.payload.get("session_id") or c.memory_id)] == c.memory_id
+        best.setdefault((tier, session_of(c)), c.memory_id)
+    return [(tier, score if best[(tier, session_of(c))] == c.memory_id
              else score - (c.score - c.fused), c) for tier, score, c in scored]
 
 
@@ -147,11 +152,11 @@ def scores_thread_order(scored: list[tuple[int, float, Candidate]]) -> list[tupl
     out = []
     for tier in sorted({t for t, _, _ in scored}):
         members = sorted((tsc for tsc in scored if tsc[0] == tier), key=lambda tsc: -tsc[1])
-        median = members[len(members) // 2][1] if members else 0.0
+        median = members[len(members) // 2][1]
         seen: dict[str, int] = defaultdict(int)
         strong = []
         for t, score, c in (m for m in members if m[1] >= median):
-            session = c.payload.get("session_id") or c.memory_id
+            session = session_of(c)
             strong.append(((seen[session], -score), (t, score, c)))
             seen[session] += 1
         out += [tsc for _, tsc in sorted(strong, key=lambda e: e[0])] + [m for m in members if m[1] < median]
