@@ -5,11 +5,14 @@ states it. The first --sessions sessions of the first conversation are imported 
 bench/locomo.py imports them (one end user per speaker; the speaker's turns are that user's messages), once with
 rules-only extraction and once with the model at --base-url, each into its own tenant. Then:
 
-- gold recall: the share of gold facts matched by a stored non-event memory drawn from the same turn (its source
-  message is the fact's dia_id) whose embedding cosine to the fact is at least --threshold;
-- precision: the share of stored non-event memories whose cosine to some gold fact of their session and speaker is
-  at least --threshold;
-- memories per message (non-event memories per user message);
+Extraction's memories are the stored ones other than events (the user's own words) and session notes (written at
+close from the turns):
+
+- gold recall: the share of gold facts matched by an extraction memory drawn from the same turn (its source message
+  is the fact's dia_id) whose embedding cosine to the fact is at least --threshold;
+- precision: the share of extraction memories whose cosine to some gold fact of their session and speaker is at
+  least --threshold;
+- memories per message (extraction memories per user message);
 - the bridge written at close (extractive without the model, abstractive with it): the share of the session's gold
   facts of that speaker with cosine >= --threshold to one of its sentences.
 
@@ -32,7 +35,6 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -70,32 +72,15 @@ def _args(argv=None):
 
 
 def _import(sample: dict, tenant, sessions: int, shape: str = "two-users") -> dict:
-    """The first sessions of one conversation through the service (as bench/locomo.import_sample), each closed."""
-    from orchestration.messages import message_extract, messages_append, messages_pending_extraction
-    from orchestration.sessions import session_close, session_open
-    from sessions.services import NewMessage
-    from tenants.services import end_user_create
-
-    conv = sample["conversation"]
-    speakers = (conv["speaker_a"], conv["speaker_b"]) if shape == "two-users" else (conv["speaker_a"],)
-    users = {name: end_user_create(tenant=tenant, external_id=f"{sample['sample_id']}:{name}", display_name=name)
-             for name in speakers}
-    opened = {}
-    for number, started, turns in locomo.sessions_of(conv)[:sessions]:
-        for name, user in users.items():
-            session, _ = session_open(tenant=tenant, user=user, external_id=f"{sample['sample_id']}:{number}",
-                                      opened_at=started)
-            items = [NewMessage(role="user" if t["speaker"] == name else "assistant",
-                                name="" if t["speaker"] == name else t["speaker"], content=locomo.turn_content(t),
-                                external_id=t["dia_id"], created_at=started + timedelta(seconds=30 * i))
-                     for i, t in enumerate(turns)]
-            messages_append(tenant=tenant, session_id=session.pk, items=items)
-            session_close(tenant=tenant, session_id=session.pk, reason="import",
-                          closed_at=started + timedelta(seconds=30 * len(turns)))
-            for mid in messages_pending_extraction(tenant_id=tenant.pk, session_id=session.pk, limit=10_000):
-                message_extract(tenant_id=tenant.pk, message_id=mid)
-            opened[(number, name)] = session
+    """The first sessions of one conversation through the service (bench/locomo.import_sample), each closed: the
+    stored sessions under (dataset session number, speaker)."""
+    opened: dict = {}
+    locomo.import_sample(sample, tenant, shape, sessions=sessions, opened=opened)
     return opened
+
+
+# Not extraction's output: events are the user's own words, session notes are written at close from the turns.
+EXCLUDED_KINDS = ("event", "note")
 
 
 def _unit(vectors):
@@ -120,8 +105,8 @@ def _score(sample: dict, tenant, opened: dict, threshold: float, dump: list | No
             continue
         gold_texts = [g[0] for g in gold]
         gold_m = _unit(embed(gold_texts))
-        memories = list(MemoryRecord.objects.unscoped().filter(tenant=tenant, session=session).exclude(kind="event")
-                        .select_related("source_message"))
+        memories = list(MemoryRecord.objects.unscoped().filter(tenant=tenant, session=session)
+                        .exclude(kind__in=EXCLUDED_KINDS).select_related("source_message"))
         user_messages = Message.objects.unscoped().filter(session=session, role="user").count()
         per_message.append(len(memories) / max(1, user_messages))
         mem_m = _unit(embed([m.text for m in memories])) if memories else None

@@ -164,12 +164,14 @@ def turn_content(turn: dict) -> str:
     return text
 
 
-def import_sample(sample: dict, tenant, shape: str = "two-users") -> dict:
+def import_sample(sample: dict, tenant, shape: str = "two-users", *, sessions: int | None = None,
+                  opened: dict | None = None) -> dict:
     """One conversation through the service: users, sessions with dataset dates, messages, close, extraction.
 
     shape "two-users": each speaker is an end user with a session per dataset session (their turns are the user's,
     the other's are the assistant's). shape "assistant": the product's own shape, one end user (the first speaker)
-    and the other speaker as the assistant, one session per dataset session."""
+    and the other speaker as the assistant, one session per dataset session. sessions: only the first N; opened,
+    when given, receives each stored session under (dataset session number, speaker)."""
     from orchestration.messages import message_extract, messages_append, messages_pending_extraction
     from orchestration.sessions import session_close, session_open
     from sessions.services import NewMessage
@@ -179,7 +181,7 @@ def import_sample(sample: dict, tenant, shape: str = "two-users") -> dict:
     speakers = [conv["speaker_a"], conv["speaker_b"]] if shape == "two-users" else [conv["speaker_a"]]
     users = {name: end_user_create(tenant=tenant, external_id=f"{sample['sample_id']}:{name}", display_name=name)
              for name in speakers}
-    for number, started, turns in sessions_of(conv):
+    for number, started, turns in sessions_of(conv)[:sessions]:
         for name, user in users.items():
             session, _ = session_open(tenant=tenant, user=user, external_id=f"{sample['sample_id']}:{number}",
                                       opened_at=started)
@@ -192,6 +194,8 @@ def import_sample(sample: dict, tenant, shape: str = "two-users") -> dict:
                           closed_at=started + timedelta(seconds=30 * len(turns)))
             for mid in messages_pending_extraction(tenant_id=tenant.pk, session_id=session.pk, limit=10_000):
                 message_extract(tenant_id=tenant.pk, message_id=mid)  # anything the eager queue left behind
+            if opened is not None:
+                opened[(number, name)] = session
     return users
 
 
