@@ -23,7 +23,7 @@ from django.db.models.fields.json import KeyTransform
 
 from infra.sql import column, ids_as_text, native, table, uuid_text
 
-from .models import MemoryRecord, MemoryStatus
+from .models import MemoryKind, MemoryRecord, MemoryStatus
 
 # A memory's session is its provenance foreign key; its model is reached through that field, so the numbering
 # reads the sessions table without memory depending on the sessions app's code.
@@ -35,6 +35,10 @@ MEMORY_KEYS = ("id", "user_id", "kind", "text", "source_type", "created_at", "se
 _COLUMN_KEYS = MEMORY_KEYS[:-3]
 _ID_KEYS = ("id", "user_id", "session_id", "source_message_id")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# A session note's topics line ("Topics: invoices, caching, ...") names what a session was about and cites the turns
+# that use those words, but holds none of what they say: read as evidence it spends the budget and stands in for
+# turns whose own words then do not come back. It stays in the note (the API, the admin); retrieval leaves it out.
+NOTE_TOPIC_LABEL = "topic"
 
 
 def _micros(sql_column: str) -> str:
@@ -60,7 +64,7 @@ def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now, as_o
                                                          now=now, as_of=as_of)}
     with connection.cursor() as cursor:
         cursor.execute(_memory_sql(), [tenant.pk, list(user_ids), tenant.pk, list(user_ids), list(memory_ids),
-                                       MemoryStatus.ACTIVE, now])
+                                       MemoryStatus.ACTIVE, now, MemoryKind.NOTE, NOTE_TOPIC_LABEL])
         rows = [dict(zip(MEMORY_KEYS, values, strict=True)) for values in cursor.fetchall()]
     for row in rows:
         row["created_at"] = _from_micros(row["created_at"])
@@ -74,7 +78,8 @@ def memory_rows_orm(*, tenant, user_ids, memory_ids, now, as_of=None) -> list[di
     statuses = [MemoryStatus.ACTIVE] if as_of is None else [MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED]
     found = (MemoryRecord.objects.for_tenant(tenant).filter(user_id__in=user_ids, pk__in=memory_ids,
                                                             status__in=statuses)
-             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now)))
+             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+             .exclude(kind=MemoryKind.NOTE, metadata__note=NOTE_TOPIC_LABEL))
     keys = _COLUMN_KEYS
     if as_of is not None:
         found = found.filter(Q(valid_from__isnull=True) | Q(valid_from__lte=as_of),
@@ -120,7 +125,8 @@ def _memory_sql() -> str:
             f"WHERE r.{column(r, 'tenant')} = %s AND r.{column(r, 'user')} = ANY(%s::uuid[]) "
             f"AND r.{column(r, 'id')} = ANY(%s::uuid[]) "
             f"AND r.{column(r, 'status')} = %s "
-            f"AND (r.{column(r, 'expires_at')} IS NULL OR r.{column(r, 'expires_at')} > %s)")
+            f"AND (r.{column(r, 'expires_at')} IS NULL OR r.{column(r, 'expires_at')} > %s) "
+            f"AND NOT (r.{column(r, 'kind')} = %s AND COALESCE(r.{column(r, 'metadata')} ->> 'note', '') = %s)")
 
 
 def session_numbers_orm(*, tenant, user_ids) -> dict[str, int]:

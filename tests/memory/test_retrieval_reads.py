@@ -143,3 +143,20 @@ def test_a_points_payload_carries_its_text_size(alice, alice_user):
 
     memory = memory_create(tenant=alice, user=alice_user, kind="fact", text="My sister Ana lives in Porto.")
     assert point_payload(memory)["tokens"] == count_tokens(memory.text)
+
+
+def test_a_session_notes_topics_line_is_not_read_for_retrieval_but_its_other_lines_are(alice, alice_user):
+    """A topics line names words a session used and cites the turns that use them; it holds none of what they say,
+    so retrieval never reads it as evidence (both read paths), while a quoted line of the same note is read."""
+    topics = memory_create(tenant=alice, user=alice_user, kind="note", text="Topics: invoices, caching, deploys.")
+    quoted = memory_create(tenant=alice, user=alice_user, kind="note", text="Priya: Production runs python 3.11.")
+    fact = memory_create(tenant=alice, user=alice_user, kind="fact", text="Topics: my thesis is on tides.")
+    records = MemoryRecord.objects.unscoped()
+    records.filter(pk=topics.pk).update(metadata={"note": "topic", "method": "extractive"})
+    records.filter(pk=quoted.pk).update(metadata={"note": "fact", "method": "extractive"})
+    asked = [str(topics.pk), str(quoted.pk), str(fact.pk)]
+    now = clock.now()
+    native = memory_rows(tenant=alice, user_ids=[str(alice_user.pk)], memory_ids=asked, now=now)
+    orm = memory_rows_orm(tenant=alice, user_ids=[str(alice_user.pk)], memory_ids=asked, now=now)
+    # Only the note's own label rules it out: a fact whose words start the same way is read.
+    assert set(native) == {r["id"] for r in orm} == {str(quoted.pk), str(fact.pk)}
