@@ -57,6 +57,16 @@ SAME_POINT = 0.6
 TOPIC_WORDS = 5
 # What a decision or an open question adds to a sentence's specificity (0 to 1) when the lines are chosen.
 KIND_BONUS = 0.25
+# How people correct or update what they said before. The sentence that carries the new value is the one a later
+# question about that value needs, and inside a long message it is rarely the message's most specific sentence; a
+# correction left out of the note leaves the memory's old value unchallenged, so it is lifted twice as much as a
+# decision (corrections are few: this moves a handful of lines per conversation).
+CORRECTION_BONUS = 2 * KIND_BONUS
+CORRECTION_CUE = re.compile(
+    r"\b(?:turns?\s+out|correction|i\s+was\s+wrong|i\s+misspoke|i\s+meant|not\s+what\s+i\s+(?:told|said|wrote)|"
+    r"scratch\s+that|i\s+(?:under|over)(?:sold|stated|estimated)|(?:earlier|before)\s+i\s+said|to\s+correct|"
+    r"no\s+longer|any\s?more|not\s+any\s+longer|instead\s+of|switched\s+(?:to|from)|moved\s+(?:to|from))\b"
+    r"|^\s*actually\b", re.I)
 MESSAGES_READ_MAX = 500
 TRANSCRIPT_TOKENS = 4000  # what the model reads of the session (as the bridge)
 TURN_TOKENS = 300  # of each turn, so a long one does not crowd out the rest
@@ -161,6 +171,8 @@ def _candidates(turns: list[SourceMessage], ignore: tuple) -> list[_Sentence]:
         if _label(s, turns[s.turn]) != "fact":
             # A decision or a question left open is what a note is for: it wins over a statement as specific.
             s.score += KIND_BONUS
+        elif turns[s.turn].role == "user" and CORRECTION_CUE.search(s.text):
+            s.score += CORRECTION_BONUS
     return found
 
 

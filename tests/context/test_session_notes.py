@@ -280,3 +280,18 @@ def test_another_tenants_search_never_returns_a_note(alice, bob, alice_user, ext
     alice_notes = {str(pk) for pk in MemoryRecord.objects.for_tenant(alice).filter(kind=MemoryKind.NOTE)
                    .values_list("pk", flat=True)}
     assert alice_notes and not {m.memory_id for m in got} & alice_notes
+
+
+def test_a_corrected_value_is_the_line_a_long_message_gives():
+    """A later question about a value needs the sentence that corrects it, which inside a long message is seldom its
+    most specific sentence: a correction is lifted above a plain statement that is a little more specific."""
+    earlier = SourceMessage(id="m1", role="user", speaker="Ada", content=(
+        "The billing worker runs on a small VPS. Production runs Python 3.9 and Postgres 14."))
+    reply = SourceMessage(id="m2", role="assistant", speaker="Assistant", content=(
+        "Thanks, that settles which features the code can rely on."))
+    later = SourceMessage(id="m3", role="user", speaker="Ada", content=(
+        "Quick update on the reports page. I spent the whole morning on the reports page and it went slower than I "
+        "hoped. Turns out production is on Python 3.11, not what I told you. I will look at the export next."))
+    lines = extractive_note([earlier, reply, later], ignore=("Ada", "Assistant"), max_lines=3)
+    from_later = [line.text for line in lines if line.label != "topic" and line.sources[0].id == "m3"]
+    assert from_later == ["Ada: Turns out production is on Python 3.11, not what I told you."], from_later
