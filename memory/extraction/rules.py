@@ -8,6 +8,7 @@ from datetime import date, datetime, time, timedelta
 from dateparser.date import DateDataParser
 
 from infra.sentences import sentences
+from infra.support import content_words
 
 from .candidate import Candidate, subject_normalize
 
@@ -260,7 +261,9 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
                           value=num, confidence=0.9, importance=0.7))
         for m in _RX_LIKE.finditer(sentence):
             obj = _object(m.group("obj"))
-            if len(obj.split()) > 14:
+            # "I'd love to!", "I love that": a liking of nothing nameable is a reaction, not a preference (the turn
+            # itself is kept as an event, with the words it reacts to around it).
+            if len(obj.split()) > 14 or not content_words(obj):
                 continue
             verb = m.group("verb")
             add(Candidate("preference", f"{who} {_third_person(verb)} {_first_to_third(obj, who)}.",

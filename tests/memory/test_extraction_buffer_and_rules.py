@@ -21,6 +21,15 @@ def test_lowercase_after_never_is_not_a_preference(alice, alice_user):
     assert not MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, text__contains="avoids").exists()
 
 
+def test_a_liking_of_nothing_nameable_is_not_a_preference(alice, alice_user):
+    record_turns(alice, alice_user, [("user", "Oh I would love to. I love that! I really love it so much."),
+                                     ("user", "I love live music and I love it when my kids dance.")])
+    prefs = set(MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, kind="preference")
+                .values_list("text", flat=True))
+    # "it so much" still names something (how much), so it stays a liking; "to" and "that" alone do not.
+    assert prefs == {"Ada loves it so much.", "Ada loves live music."}, prefs
+
+
 def test_extracted_facts_join_the_open_session_buffer(alice, alice_user):
     session, _ = record_turns(alice, alice_user,
                               [("user", "My seat preference is aisle and my loyalty number is AB12345.")])
