@@ -25,6 +25,22 @@ _KIND_ORDER = {k.value: i for i, k in enumerate(PROFILE_KINDS)}
 PROFILE_SOURCES = (SourceType.USER_STATED, SourceType.SYSTEM, SourceType.TOOL_RESULT, SourceType.INFERRED)
 _SOURCE_ORDER = {s.value: i for i, s in enumerate(PROFILE_SOURCES)}
 PROFILE_SCAN_MAX = 500  # rows read per call: a profile is a summary, not an archive
+# A preference or fact stands in front of every turn only when the assistant must act on it or the user holds to it:
+# a choice (how they want things done or not done: prefer, avoid, always, never, ...), anything the user or staff
+# asked to be remembered, and anything said again (reinforced). A liking said once ("loves the yellow leaves") or a
+# fact said once ("my dream is to ...") belongs to its conversation: retrieval shows it when a turn is about it, and a
+# fixed section would spend every turn's budget on it.
+_CHOICE = re.compile(r"\b(?:prefers?|preferred|avoids?|never|always|usually|rarely|dislikes?|hates?|can't stand|"
+                     r"doesn't (?:like|want)|won't|refuses?)\b", re.I)
+EXPLICIT_EXTRACTORS = ("remember", "manual")  # the remember tool; the REST API's and the admin's own memories
+
+
+def _standing(m: MemoryRecord) -> bool:
+    if m.kind == MemoryKind.PROCEDURE or m.reinforcement_count > 0 or m.extractor in EXPLICIT_EXTRACTORS:
+        return True
+    return m.kind == MemoryKind.PREFERENCE and bool(_CHOICE.search(m.text))
+
+
 # A profile line is read without the conversation it came from, so it must say what it is about: a liking whose
 # object is a pronoun or a clause about the moment ("loves it", "loves how you put it", "loves that you came") is
 # left to retrieval, which shows it with its date and the turns around it.
@@ -58,20 +74,23 @@ def _key(m: MemoryRecord) -> tuple:
 
 def profile_select(*, tenant: Tenant, user: EndUser, limit: int = 30) -> list[ProfileEntry]:
     """The user's standing profile, most binding first: per kind, stated before inferred, then the more
-    confident and the newer. Only the newest active row of a subject is kept (supersede keeps it current)."""
+    confident and the newer. Only the newest active row of a subject is kept (supersede keeps it current), and only
+    what stands (_standing: instructions, choices, what was asked to be remembered or said again)."""
     rows = (MemoryRecord.objects.for_tenant(tenant)
             .filter(user=user, status=MemoryStatus.ACTIVE, kind__in=[k.value for k in PROFILE_KINDS],
                     source_type__in=[s.value for s in PROFILE_SOURCES])
             .order_by("-created_at", "id")
             .only("id", "kind", "subject", "text", "source_type", "confidence", "created_at", "session_id",
-                  "source_message_id")[:PROFILE_SCAN_MAX])
+                  "source_message_id", "reinforcement_count", "extractor")[:PROFILE_SCAN_MAX])
     newest: dict[tuple, MemoryRecord] = {}
     for m in rows:  # newest first: the first row of a key is its current value
         if m.kind == MemoryKind.PREFERENCE and _UNANCHORED.match(m.subject or ""):
             continue
         newest.setdefault(_key(m), m)
-    chosen = sorted(newest.values(), key=lambda m: (_KIND_ORDER[m.kind], _SOURCE_ORDER[m.source_type],
-                                                    -m.confidence, -m.created_at.timestamp()))
+    # A subject's current value stands or not; an older value never stands in for it.
+    chosen = sorted((m for m in newest.values() if _standing(m)),
+                    key=lambda m: (_KIND_ORDER[m.kind], _SOURCE_ORDER[m.source_type], -m.confidence,
+                                   -m.created_at.timestamp()))
     return [ProfileEntry(memory_id=str(m.pk), kind=m.kind, subject=m.subject, text=m.text,
                          source_type=m.source_type, confidence=m.confidence, created_at=m.created_at,
                          session_id=str(m.session_id) if m.session_id else None,

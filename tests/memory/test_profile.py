@@ -70,3 +70,25 @@ def test_a_liking_that_needs_its_conversation_to_be_understood_stays_out_of_the_
     _make(alice, alice_user, "preference", "Ada loves how you put it.", subject="likes: how you put it", minutes=1)
     _make(alice, alice_user, "preference", "Ada loves live music.", subject="likes: live music", minutes=2)
     assert [e.text for e in profile_select(tenant=alice, user=alice_user)] == ["Ada loves live music."]
+
+
+def test_only_what_stands_enters_the_profile(alice, alice_user):
+    """Extracted from conversation, a choice and an instruction stand at once; a liking or a fact said once does not
+    until the user says it again (it stays a memory that retrieval shows when a turn is about it)."""
+    def extracted(kind, text, minutes, *, extractor="rules", reinforced=0):
+        m = memory_create(tenant=alice, user=alice_user, kind=kind, text=text, extractor=extractor,
+                          created_at=T0 + timedelta(minutes=minutes))
+        if reinforced:
+            type(m).objects.unscoped().filter(pk=m.pk).update(reinforcement_count=reinforced)
+        return m
+
+    extracted("procedure", "Ada asked the assistant: Always answer in metric units.", 0)
+    extracted("preference", "Ada prefers aisle seats.", 1)
+    extracted("preference", "Ada avoids United.", 2, extractor="llm")
+    extracted("preference", "Ada loves all the yellow leaves.", 3)
+    extracted("fact", "Ada's dream is to sail around Iceland.", 4, extractor="llm")
+    extracted("fact", "Ada's hosting budget is $75 a month.", 5, reinforced=1)
+    extracted("preference", "Ada loves live music.", 6, reinforced=2)
+    texts = {e.text for e in profile_select(tenant=alice, user=alice_user)}
+    assert texts == {"Ada asked the assistant: Always answer in metric units.", "Ada prefers aisle seats.",
+                     "Ada avoids United.", "Ada's hosting budget is $75 a month.", "Ada loves live music."}
