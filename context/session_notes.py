@@ -33,7 +33,7 @@ from infra.support import SUPPORTED_SHARE, content_words, support_share
 from infra.tokens import count_tokens, encoding, truncate_to_tokens
 from memory.actions import NoteLine, session_note_records, session_note_write, session_note_written
 from memory.extraction.classify import extracted_roles, is_filler_sentence
-from memory.models import MemoryRecord
+from memory.models import NOTE_TOPIC_LABEL, MemoryRecord
 from memory.sources import SourceMessage
 from sessions.models import Message, Session
 
@@ -74,7 +74,7 @@ TURN_TOKENS = 300  # of each turn, so a long one does not crowd out the rest
 _CODE_BLOCK = re.compile(r"(```|~~~).*?(\1|$)", re.S)
 _LIST_MARK = re.compile(r"^\s*(?:[-*+•>]|\d+[.)]|#+)\s+")
 _WORD = re.compile(r"[a-z][a-z0-9_'-]*[a-z0-9]|[a-z]", re.I)
-LABELS = ("topic", "decision", "fact", "open")
+LABELS = (NOTE_TOPIC_LABEL, "decision", "fact", "open")
 
 
 # Word rarity from the tokenizer: BPE merges are learned most frequent first, so a word's token id ranks it by how
@@ -223,7 +223,7 @@ def _topic_line(turns: list[SourceMessage], ignore: tuple) -> NoteLine | None:
         return None
     cited = sorted(range(len(turns)), key=lambda i: (-len(per_turn[i] & set(top)), i))[:3]
     words = [form[w] for w in top]
-    return NoteLine(f"Topics: {', '.join(words)}.", "topic", tuple(turns[i] for i in sorted(cited)))
+    return NoteLine(f"Topics: {', '.join(words)}.", NOTE_TOPIC_LABEL, tuple(turns[i] for i in sorted(cited)))
 
 
 def extractive_note(turns: list[SourceMessage], *, ignore: tuple = (), max_lines: int | None = None) -> list[NoteLine]:
@@ -300,7 +300,7 @@ def abstractive_note(turns: list[SourceMessage], *, tools_done: list[str], ignor
                                                              tools_done=tools_done, ignore=ignore):
             dropped += 1
             continue
-        prefix = {"topic": "Topics", "decision": "Decided", "open": "Open"}.get(label)
+        prefix = {NOTE_TOPIC_LABEL: "Topics", "decision": "Decided", "open": "Open"}.get(label)
         lines.append(NoteLine(f"{prefix}: {text}" if prefix else text, label, tuple(sources)))
     return lines, dropped
 

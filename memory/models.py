@@ -19,6 +19,11 @@ class MemoryKind(models.TextChoices):
     NOTE = "note", "Session note"
 
 
+# A note line's `metadata.note` when it is the session's topics line (its other labels: decision, fact, open); the
+# note's writer sets it and retrieval leaves such lines out (memory/retrieval_reads.py).
+NOTE_TOPIC_LABEL = "topic"
+
+
 class SourceType(models.TextChoices):
     USER_STATED = "user_stated", "Stated by the user"
     TOOL_RESULT = "tool_result", "Tool result"

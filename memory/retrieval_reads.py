@@ -23,7 +23,7 @@ from django.db.models.fields.json import KeyTransform
 
 from infra.sql import column, ids_as_text, native, table, uuid_text
 
-from .models import MemoryKind, MemoryRecord, MemoryStatus
+from .models import NOTE_TOPIC_LABEL, MemoryKind, MemoryRecord, MemoryStatus
 
 # A memory's session is its provenance foreign key; its model is reached through that field, so the numbering
 # reads the sessions table without memory depending on the sessions app's code.
@@ -37,8 +37,8 @@ _ID_KEYS = ("id", "user_id", "session_id", "source_message_id")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # A session note's topics line ("Topics: invoices, caching, ...") names what a session was about and cites the turns
 # that use those words, but holds none of what they say: read as evidence it spends the budget and stands in for
-# turns whose own words then do not come back. It stays in the note (the API, the admin); retrieval leaves it out.
-NOTE_TOPIC_LABEL = "topic"
+# turns whose own words then do not come back. It stays in the note (the API, the admin); retrieval leaves it out
+# (NOTE_TOPIC_LABEL).
 
 
 def _micros(sql_column: str) -> str:
