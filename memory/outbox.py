@@ -61,12 +61,13 @@ def outbox_apply(*, ids: list[int] | None = None, limit: int = APPLY_BATCH) -> i
     pending = VectorOutbox.objects.unscoped().filter(done_at__isnull=True)
     batch = pending.filter(id__in=ids) if ids is not None else pending
     # Rows that keep failing go to the back, so one bad memory cannot starve the rest.
-    batch_memories = {row.memory_uuid for row in batch.order_by("attempts", "id")[:limit]}
-    if not batch_memories:
-        return 0
-    # Every pending row of these memories, in order. A delete recorded last wins; otherwise any pending upsert
-    # (the text may have changed) covers the payload writes beside it; payload writes alone only set the payload.
+    batch_memories = batch.order_by("attempts", "id").values("memory_uuid")[:limit]
+    # Every pending row of these memories (one statement with the batch's as a subquery), in order. A delete
+    # recorded last wins; otherwise any pending upsert (the text may have changed) covers the payload writes beside
+    # it; payload writes alone only set the payload.
     rows = list(pending.filter(memory_uuid__in=batch_memories).order_by("id"))
+    if not rows:
+        return 0
     final_op: dict = {}
     for row in rows:
         key = (row.tenant_id_value, row.memory_uuid)

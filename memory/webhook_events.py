@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from webhooks.events import Event, webhook_events_emit
+from webhooks.events import Event, webhook_endpoints_read_once, webhook_events_emit
 
 from .models import MemoryEvent, MemoryRecord
 
 Action = MemoryEvent.Action
+
+# Re-exported for memory's services that write many changes in one transaction.
+memory_webhooks_read_once = webhook_endpoints_read_once
 
 EVENT_TYPE_OF = {
     Action.CREATED: "memory.created",

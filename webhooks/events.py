@@ -6,6 +6,8 @@ change sends nothing; no HTTP request is ever made inside the transaction. After
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import json
 import logging
@@ -74,6 +76,31 @@ class Event:
     occurred_at: datetime | None = None
 
 
+_read_once: contextvars.ContextVar[dict | None] = contextvars.ContextVar("webhook_endpoints_read_once", default=None)
+
+
+@contextlib.contextmanager
+def webhook_endpoints_read_once():
+    """Within the block, each tenant's endpoints are read at most once: for a service that emits event after event
+    inside one transaction (extraction's decisions), where an endpoint added meanwhile would be a race anyway."""
+    token = _read_once.set({})
+    try:
+        yield
+    finally:
+        _read_once.reset(token)
+
+
+def _endpoints(tenant_id) -> list[tuple]:
+    memo = _read_once.get()
+    if memo is not None and str(tenant_id) in memo:
+        return memo[str(tenant_id)]
+    endpoints = list(WebhookEndpoint.objects.for_tenant(tenant_id).filter(is_active=True)
+                     .values_list("id", "event_types", "include_content"))
+    if memo is not None:
+        memo[str(tenant_id)] = endpoints
+    return endpoints
+
+
 def webhook_events_emit(*, tenant_id, events: list[Event]) -> list[int]:
     """Record these events for every active endpoint of the tenant subscribed to each; call inside the transaction
     that makes the changes. One read of the endpoints however many events. Returns the delivery ids."""
@@ -82,8 +109,7 @@ def webhook_events_emit(*, tenant_id, events: list[Event]) -> list[int]:
         raise ValueError(f"Unknown webhook event types {unknown!r}.")
     if not events:
         return []
-    endpoints = list(WebhookEndpoint.objects.for_tenant(tenant_id).filter(is_active=True)
-                     .values_list("id", "event_types", "include_content"))
+    endpoints = _endpoints(tenant_id)
     rows = []
     for event in events:
         listening = [(pk, content) for pk, types, content in endpoints if event.type in (types or ())]

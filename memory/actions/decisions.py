@@ -14,6 +14,7 @@ from ..extraction.verify import CREATE, OUTDATED, REINFORCE, SKIP, SUPERSEDE
 from ..models import MemoryEvent, MemoryRecord, MemoryStatus
 from ..outbox import outbox_enqueue
 from ..sources import SourceMessage
+from ..webhook_events import memory_webhooks_read_once
 from .corrections import corrections_apply_locked
 from .create import _create_locked, memory_supersede
 from .records import MAX_SOURCE_MESSAGES, _new_record, memory_history_write, memory_snapshot
@@ -95,27 +96,31 @@ def decisions_apply(
     memory_ids: list | None = None,
     actor_type: str = MemoryEvent.Actor.SYSTEM,
     actor_id: str = "",
+    first_run: bool = False,
 ) -> list[tuple[MemoryRecord | None, str]]:
     """Persist verified decisions; call inside a transaction. Returns (record, outcome) per decision.
 
     memory_ids gives each decision's id for a new row (deterministic in extraction); an id that already
-    exists means this work was done before, and the existing row is returned untouched.
+    exists means this work was done before, and the existing row is returned untouched. first_run: the caller
+    has proved in this transaction that no earlier run wrote these ids (extraction's claim of its message), so
+    they are not looked up.
     """
     writes = _Writes(tenant=tenant, user=user, source=source, session_id=session_id, actor_type=actor_type,
                      actor_id=actor_id)
     results: list[tuple[MemoryRecord | None, str]] = []
-    done_before = _done_before(tenant, memory_ids)
-    for i, decision in enumerate(decisions):
-        mid = memory_ids[i] if memory_ids else None
-        if decision.action == SKIP:
-            results.append((None, "duplicate_in_message"))
-            continue
-        existing = done_before.get(str(mid)) if mid is not None else None
-        if existing is not None:
-            results.append((existing, "exists"))
-            continue
-        results.append(writes.decision_apply(decision, memory_id=mid))
-    writes.corrections_apply()
+    done_before = {} if first_run else _done_before(tenant, memory_ids)
+    with memory_webhooks_read_once():  # each write announces itself; the endpoints are read for the first only
+        for i, decision in enumerate(decisions):
+            mid = memory_ids[i] if memory_ids else None
+            if decision.action == SKIP:
+                results.append((None, "duplicate_in_message"))
+                continue
+            existing = done_before.get(str(mid)) if mid is not None else None
+            if existing is not None:
+                results.append((existing, "exists"))
+                continue
+            results.append(writes.decision_apply(decision, memory_id=mid))
+        writes.corrections_apply()
     if writes.changed:
         outbox_enqueue(tenant_id=str(tenant.pk), memory_ids=[str(r.pk) for r in writes.changed])
     return results

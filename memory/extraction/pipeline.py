@@ -166,8 +166,9 @@ def _extract_locked(tenant, user, message: SourceMessage, claim, *, allow_llm_fa
         with transaction.atomic():
             if not claim():
                 return ExtractionResult(message.id, "already_done")
+            # The claim just succeeded in this transaction, so no earlier run wrote these ids.
             results = decisions_apply(tenant=tenant, user=user, decisions=decisions, source=message,
-                                      memory_ids=ids) if decisions else []
+                                      memory_ids=ids, first_run=True) if decisions else []
     status = "done" if candidates else "skipped"
     records = [r for r, _ in results if r is not None]
     return ExtractionResult(message.id, status, [outcome for _, outcome in results], [str(r.pk) for r in records],
