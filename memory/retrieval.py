@@ -3,7 +3,9 @@ neighbour expansion under a token budget, and provenance.
 
 How a query is answered, and why:
 1. The query is the new input plus the current goal. With an LLM configured it is rewritten, and a question that
-   needs several separate facts is also split into parts, each searched on its own (retrieval_query.py).
+   needs several separate facts is also split into parts, each searched on its own (retrieval_query.py). A question
+   that names the people in scope is also searched without their names, as one more part: a name pulls its owner's
+   shortest memories, which are mostly the name.
 2. Dense and BM25 candidates are fetched separately for each user in scope (the store adds tenant and user to
    every filter; only active, unexpired memories). Keeping the two lists apart lets us fuse on scores rather
    than ranks: each list is standardised (z-scores over what it returned) and the two are added, so a hit that
@@ -23,6 +25,7 @@ How a query is answered, and why:
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Callable
@@ -44,7 +47,7 @@ from .extraction.classify import informative_text
 from .models import MemoryKind
 from .provenance import provenance_line
 from .rendering import BlockBudget
-from .retrieval_query import QueryPlan, query_build, query_plan
+from .retrieval_query import QueryPlan, query_build, query_plan, without_names
 from .retrieval_ranking import (
     Candidate,
     candidates_fuse,
@@ -160,6 +163,11 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     plan = query_plan(text) if rewrite else QueryPlan.plain(text)
     if not users or not plan.text.strip() or k <= 0:
         return []
+    names = [u.display_name for u in users] if settings.MEMORY_SEARCH_WITHOUT_NAMES else []
+    unnamed = without_names(plan.text, names)
+    if unnamed and unnamed not in plan.parts:
+        # Searched as one more part: fusion keeps each candidate's best, so the names' own matches still stand.
+        plan = dataclasses.replace(plan, parts=(*plan.parts, unnamed))
     pending = embed_soon([plan.text, *plan.parts])
     now = clock.now()
     user_ids = [str(u.pk) for u in users]

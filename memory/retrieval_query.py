@@ -42,6 +42,25 @@ def asks_for_thread(text: str) -> bool:
     return bool(_THREAD.search(text or ""))
 
 
+def without_names(text: str, names) -> str | None:
+    """The query with the names of the people in scope taken out (a possessive with them), or None when it names
+    none of them or nothing but them.
+
+    Every memory of a person carries their name (an event is "Name: their words", a fact "Name prefers ..."), so in
+    a sentence embedding and in BM25 alike a named question is nearest to that person's shortest memories, which are
+    mostly the name ("Melanie: What inspired it?"). Searched without the names as well, the question also finds what
+    answers it by its content; the search as asked still finds what the names pick out (whose words they are)."""
+    names = sorted({n.strip() for n in names if n and n.strip()}, key=len, reverse=True)
+    if not text or not names:
+        return None
+    rx = re.compile(r"(?<!\w)(?:" + "|".join(re.escape(n) for n in names) + r")(?:['’]s)?(?!\w)", re.IGNORECASE)
+    stripped, found = rx.subn(" ", text)
+    stripped = re.sub(r"\s+", " ", stripped).strip()
+    if not found or not any(ch.isalpha() for ch in stripped):
+        return None
+    return stripped
+
+
 @dataclass(frozen=True)
 class QueryPlan:
     text: str  # what is searched first: the input (and goal), with the model's rewrite added when it differs

@@ -279,6 +279,8 @@ MEMORY_EXCERPT_MAX_TOKENS = env.int("MEMORY_EXCERPT_MAX_TOKENS", default=60)
 MEMORY_SESSION_DIVERSITY = env.bool("MEMORY_SESSION_DIVERSITY", default=False)
 # Session diversity for the questions that ask how something developed over time (memory/retrieval_query.py).
 MEMORY_THREAD_QUESTIONS = env.bool("MEMORY_THREAD_QUESTIONS", default=True)
+# A question naming people in scope is also searched without their names (memory/retrieval_query.without_names).
+MEMORY_SEARCH_WITHOUT_NAMES = env.bool("MEMORY_SEARCH_WITHOUT_NAMES", default=True)
 # Below this, a cut sentence says too little to be worth its tokens.
 MEMORY_EXCERPT_MIN_TOKENS = env.int("MEMORY_EXCERPT_MIN_TOKENS", default=12)
 MEMORY_EXTRACTION_LOCK_SECONDS = env.int("MEMORY_EXTRACTION_LOCK_SECONDS", default=300)

@@ -333,3 +333,47 @@ def test_thread_questions_are_told_from_others():
                      "Which seat do I prefer?", "What time is the flight over to Lisbon?",
                      "Where did she move from four years ago?"):
         assert not asks_for_thread(question), question
+
+
+def test_names_are_taken_out_of_a_second_search_and_nothing_else():
+    from memory.retrieval_query import without_names
+
+    assert without_names("What does Ada do to unwind?", ["Ada", "Zed"]) == "What does do to unwind?"
+    assert without_names("Where did Ada's sister move? ada knows", ["Ada"]) == "Where did sister move? knows"
+    assert without_names("What did Zed tell Ada about Porto?", ["Ada", "Zed"]) == "What did tell about Porto?"
+    assert without_names("Is the Adamant report due?", ["Ada"]) is None  # a word that starts with a name is kept
+    assert without_names("How was the trip?", ["Ada"]) is None  # no name: no second search
+    assert without_names("Ada?", ["Ada"]) is None  # nothing but the name
+    assert without_names("What does Ada like?", ["", "  "]) is None
+
+
+@pytest.mark.parametrize("question,answer", [
+    ("What does Ada do to destress?", "Running by the river clears my head after a long week."),
+    ("What hobbies does Ada have?", "I have been doing pottery on Tuesdays and I play the cello."),
+    ("Which sports does Ada play?", "I joined a volleyball club and we train on Thursdays."),
+    ("What pets does Ada have?", "My two cats, Miso and Tofu, sleep on the balcony all day."),
+])
+def test_a_question_naming_the_user_finds_the_answer_over_their_shortest_turns(alice, alice_user, settings,
+                                                                                question, answer):
+    """Every event of Ada's is "Ada: ..."; her shortest turns are mostly her name, and a question that names her
+    sits nearest to them, by embedding and by keyword alike. The answer shares no word with the question."""
+    alice.memory_ttl_days = {"event": None}
+    alice.save()
+    for text in ("What inspired it?", "Where did you find it?", "Ha, same here.", "Tell me more!", "Oh wow, really?",
+                 "Glad it helped.", "What happened next?", "I did, yes.",
+                 "The quarterly report is due on the ninth and I still need the sales figures.",
+                 "My sister moved to Porto last spring and loves the tram.",
+                 "We repainted the kitchen a pale green over the holidays.",
+                 "The new laptop arrived but the charger is the wrong plug.",
+                 "I am learning Portuguese with an app every morning on the bus."):
+        memory_create(tenant=alice, user=alice_user, kind="event", text=f"Ada: {text}")
+    wanted = str(memory_create(tenant=alice, user=alice_user, kind="event", text=f"Ada: {answer}").pk)
+
+    def rank_of_answer():
+        found = [m.memory_id for m in memory_retrieve(tenant=alice, user=alice_user, query=question, k=20)]
+        return found.index(wanted)
+
+    settings.MEMORY_SEARCH_WITHOUT_NAMES = False
+    assert rank_of_answer() >= 5  # below most of the short turns
+    settings.MEMORY_SEARCH_WITHOUT_NAMES = True
+    assert rank_of_answer() <= 1
