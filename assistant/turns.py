@@ -13,6 +13,7 @@ from infra.errors import ValidationFailed
 from infra.llm import llm_priority, llm_required
 from infra.llm_chat import OpenAIChatModel
 from infra.quotas import input_tokens_check, quota_charge_tokens
+from infra.task_queue import task_enqueue_on_commit
 from infra.tokens import truncate_to_tokens
 from memory.profile import profile_render
 from orchestration.context import turn_context
@@ -130,7 +131,32 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     `earlier`: conversation turns a client sends that the session lacks (the OpenAI surface imports them first).
     `client_tools`: the client's own tools, offered beside the memory tools; a call of one ends the turn with it
     (TurnResult.pending_calls). `tool_results`: their results, continuing the turn whose input is `user_input`.
+
+    The messages the turn records are extracted together once it ends, however it ends (one task: the input's facts
+    and the replies' episodes in one pass), so extraction never runs beside the turn's own model calls.
     """
+    recorded: list[Message] = []
+    try:
+        return _turn_run(tenant=tenant, session=session, user_input=user_input, earlier=earlier,
+                         client_system=client_system, max_steps=max_steps, model=model, model_options=model_options,
+                         on_delta=on_delta, cancel=cancel, client_tools=client_tools, tool_results=tool_results,
+                         surface=surface, recorded=recorded)
+    finally:
+        pending = [str(m.pk) for m in recorded if m.extracted_at is None]
+        if pending:
+            task_enqueue_on_commit("orchestration.tasks.messages_extract_task", str(tenant.pk), pending)
+
+
+def _turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMessage] | None, client_system: str,
+              max_steps: int | None, model: ChatModel | None, model_options: dict | None,
+              on_delta: Callable[[str], None] | None, cancel: threading.Event | None,
+              client_tools: ClientTools | None, tool_results: ToolResults | None, surface: str,
+              recorded: list[Message]) -> TurnResult:
+    def record(items: list[NewMessage]) -> list[Message]:
+        rows = messages_append(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
+        recorded.extend(rows)
+        return rows
+
     llm_required()
     text = _check_input(tenant=tenant, text=user_input)
     toolset = toolset_for_turn(tool_definitions(), client_tools)
@@ -147,9 +173,8 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     elif tool_results is not None:
         exchange = exchange_messages(tool_results.exchange)
         resume = list(tool_results.exchange)
-    recorded: list[Message] = []
     if earlier:
-        recorded += messages_append(tenant=tenant, session_id=session.pk, items=list(earlier))
+        record(list(earlier))
         # What recording them changed on the session is read back (the caller loaded it just before otherwise).
         session.refresh_from_db()
 
@@ -169,20 +194,19 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     profile_shown = list(ctx.profile)
     profile_text, _, _ = profile_render(profile_shown, limit_tokens=settings.CONTINUUM_PROFILE_MAX_TOKENS)
     # The whole turn counts as a user's call for the model's priority gate, not each call alone: background work
-    # (the extraction that recording the input enqueues, above all) would otherwise start in the gaps between the
-    # loop's calls and share the model server's cores with the rest of the turn.
+    # (other turns' extraction, a session's bridge) would otherwise start in the gaps between the loop's calls and
+    # share the model server's cores with the rest of the turn.
     with llm_priority("turn", seconds=settings.ASSISTANT_WALL_CLOCK_SECONDS):
         if open_turn is not None:
             user_message = open_turn[0]
         else:
             user_message = _recorded_input(tenant=tenant, session=session, text=text) if ctx.echoed else None
             if user_message is None:
-                user_message = messages_append(tenant=tenant, session_id=session.pk,
-                                               items=[NewMessage(role="user", content=text)])[0]
-            recorded.append(user_message)
+                user_message = record([NewMessage(role="user", content=text)])[0]
+            else:
+                recorded.append(user_message)
         if results or exchange:
-            rows = messages_append(tenant=tenant, session_id=session.pk, items=results or exchange)
-            recorded += rows
+            rows = record(results or exchange)
             resume += [as_openai(r) for r in rows] if results else []
 
         tools_ctx = ToolContext(tenant=tenant, user=session.user, session=session, user_message=user_message,
@@ -209,10 +233,8 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
 
     names = {c.id: c.name for c in loop.tool_calls}
     # The loop's messages are the assistant's and the tools': what the assistant said is kept as episodic context
-    # (extraction queued on commit, as for any message); tool results echo stored data back and are not read.
-    rows = messages_append(tenant=tenant, session_id=session.pk,
-                           items=[as_new_message(m, names) for m in loop.messages])
-    recorded += rows
+    # (extracted with the input once the turn ends); tool results echo stored data back and are not read.
+    rows = record([as_new_message(m, names) for m in loop.messages])
     answer = next(r for r in reversed(rows) if r.role == Message.Role.ASSISTANT)
     _ledger(tools_ctx, loop, names)
 

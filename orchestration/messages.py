@@ -19,8 +19,8 @@ from context.links import links_create_for_first_message
 from infra import clock
 from infra.errors import NotFound
 from infra.task_queue import task_enqueue
-from memory.extraction.classify import extracted_roles
-from memory.extraction.pipeline import ExtractionResult, memory_extract
+from memory.extraction.classify import FACT_ROLES, extracted_roles
+from memory.extraction.pipeline import ExtractionResult, memory_extract_many
 from memory.models import MemoryKind, MemoryStatus
 from memory.sources import SourceMessage
 from sessions.models import Message, Session
@@ -110,14 +110,43 @@ def _claim(message: Message):
 
 def message_extract(*, tenant_id, message_id, allow_llm_failure: bool = False) -> ExtractionResult:
     """Extract one stored message's memories, then push the durable facts into its open session's buffer."""
-    message = (Message.objects.for_tenant(tenant_id).select_related("session__user", "tenant")
-               .filter(pk=message_id).first())
-    if message is None:
-        return ExtractionResult(str(message_id), "missing")
-    if message.extracted_at is not None:
-        return ExtractionResult(str(message_id), "already_done")
-    result = memory_extract(tenant=message.tenant, user=message.session.user, source=source_of(message),
-                            claim=_claim(message), allow_llm_failure=allow_llm_failure)
+    return messages_extract(tenant_id=tenant_id, message_ids=[message_id], allow_llm_failure=allow_llm_failure)[0]
+
+
+def messages_extract(*, tenant_id, message_ids, allow_llm_failure: bool = False) -> list[ExtractionResult]:
+    """Extract stored messages (a turn's input and the replies to it), then push the durable facts into their open
+    session's buffer. One result per id, in order.
+
+    Messages of one user are extracted together, a batch per message that states facts (memory_extract_many): a
+    turn costs one hold of the user's memories, one embedding call and one transaction, not one per message."""
+    ids = [str(m) for m in message_ids]
+    rows = {str(m.pk): m for m in Message.objects.for_tenant(tenant_id).select_related("session__user", "tenant")
+            .filter(pk__in=ids)}
+    results: dict[str, ExtractionResult] = {}
+    batches: list[list[Message]] = []
+    for mid in ids:
+        message = rows.get(mid)
+        if message is None:
+            results[mid] = ExtractionResult(mid, "missing")
+        elif message.extracted_at is not None:
+            results[mid] = ExtractionResult(mid, "already_done")
+        elif (not batches or batches[-1][0].session.user_id != message.session.user_id
+              or (message.role in FACT_ROLES and any(m.role in FACT_ROLES for m in batches[-1]))):
+            batches.append([message])
+        else:
+            batches[-1].append(message)
+    for batch in batches:
+        first = batch[0]
+        done = memory_extract_many(tenant=first.tenant, user=first.session.user,
+                                   items=[(source_of(m), _claim(m)) for m in batch],
+                                   allow_llm_failure=allow_llm_failure)
+        for message, result in zip(batch, done):
+            results[str(message.pk)] = result
+            _facts_to_buffer(message, result)
+    return [results[mid] for mid in ids]
+
+
+def _facts_to_buffer(message: Message, result: ExtractionResult) -> None:
     facts = [{"id": str(r.pk), "text": r.text} for r in result.records
              if r.kind != MemoryKind.EVENT and r.status == MemoryStatus.ACTIVE]
     if facts and message.session.state == Session.State.OPEN:
@@ -126,7 +155,6 @@ def message_extract(*, tenant_id, message_id, allow_llm_failure: bool = False) -
                              session_id=message.session_id, facts=facts)
         except redis.exceptions.RedisError:  # the buffer is disposable: its rebuild reads these rows
             log.warning("could not push facts of message %s to the session buffer", message.pk)
-    return result
 
 
 def messages_pending_extraction(*, tenant_id, session_id, limit: int) -> list[str]:

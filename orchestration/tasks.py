@@ -12,7 +12,7 @@ from tenants.models import Tenant
 
 from .erasure import tenant_erase, tenant_erasure_failed
 from .imports import import_job_advance, import_job_failed, imports_backlog_next, imports_backlog_work
-from .messages import message_extract
+from .messages import message_extract, messages_extract
 from .receipts import receipt_write, receipts_purge
 from .sessions import session_finish, sessions_close_idle
 
@@ -33,6 +33,16 @@ def message_extract_task(self, tenant_id: str, message_id: str) -> int:
         # Another worker holds the message; it records completion. Nothing to retry.
         log.info("message_extract_task: message %s is being extracted elsewhere", message_id)
     return len(result.memory_ids)
+
+
+@service_task(max_retries=EXTRACT_MAX_RETRIES)
+def messages_extract_task(self, tenant_id: str, message_ids: list[str]) -> int:
+    """Extract a turn's messages together (orchestration.messages.messages_extract); returns how many memories
+    they wrote or reinforced. Retried as message_extract_task is: each message is claimed on its own, so a rerun
+    only does what is left."""
+    results = messages_extract(tenant_id=tenant_id, message_ids=message_ids,
+                               allow_llm_failure=self.request.retries >= EXTRACT_MAX_RETRIES)
+    return sum(len(r.memory_ids) for r in results)
 
 
 @service_task()

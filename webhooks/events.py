@@ -82,8 +82,10 @@ _read_once: contextvars.ContextVar[dict | None] = contextvars.ContextVar("webhoo
 @contextlib.contextmanager
 def webhook_endpoints_read_once():
     """Within the block, each tenant's endpoints are read at most once: for a service that emits event after event
-    inside one transaction (extraction's decisions), where an endpoint added meanwhile would be a race anyway."""
-    token = _read_once.set({})
+    inside one transaction (extraction's decisions), where an endpoint added meanwhile would be a race anyway. A scope
+    inside another shares the outer one's reads."""
+    outer = _read_once.get()
+    token = _read_once.set({} if outer is None else outer)
     try:
         yield
     finally:

@@ -311,6 +311,7 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_QUEUES = [Queue("default"), Queue("llm"), Queue("maintenance"), Queue("bulk")]
 CELERY_TASK_ROUTES = {
     "orchestration.tasks.message_extract_task": {"queue": "llm"},
+    "orchestration.tasks.messages_extract_task": {"queue": "llm"},
     "orchestration.tasks.session_finish_task": {"queue": "llm"},
     "context.tasks.anchor_fold_task": {"queue": "llm"},
     "memory.lifecycle.tasks.*": {"queue": "maintenance"},

@@ -97,13 +97,16 @@ def decisions_apply(
     actor_type: str = MemoryEvent.Actor.SYSTEM,
     actor_id: str = "",
     first_run: bool = False,
+    vector_writes: list | None = None,
 ) -> list[tuple[MemoryRecord | None, str]]:
     """Persist verified decisions; call inside a transaction. Returns (record, outcome) per decision.
 
     memory_ids gives each decision's id for a new row (deterministic in extraction); an id that already
     exists means this work was done before, and the existing row is returned untouched. first_run: the caller
     has proved in this transaction that no earlier run wrote these ids (extraction's claim of its message), so
-    they are not looked up.
+    they are not looked up. vector_writes: a list that receives the ids of the rows whose points must be written,
+    for a caller that applies several calls' decisions in one transaction and queues their points at once;
+    without it they are queued here.
     """
     writes = _Writes(tenant=tenant, user=user, source=source, session_id=session_id, actor_type=actor_type,
                      actor_id=actor_id)
@@ -121,8 +124,11 @@ def decisions_apply(
                 continue
             results.append(writes.decision_apply(decision, memory_id=mid))
         writes.corrections_apply()
-    if writes.changed:
-        outbox_enqueue(tenant_id=str(tenant.pk), memory_ids=[str(r.pk) for r in writes.changed])
+    changed = [str(r.pk) for r in writes.changed]
+    if vector_writes is not None:
+        vector_writes += changed
+    elif changed:
+        outbox_enqueue(tenant_id=str(tenant.pk), memory_ids=changed)
     return results
 
 

@@ -22,8 +22,10 @@ from infra.secrets import REDACTED, secrets_redact
 
 from ..actions import decisions_apply, memory_id_for
 from ..models import MemoryKind, MemoryRecord, SourceType
+from ..outbox import outbox_enqueue
 from ..sources import SourceMessage
 from ..user_lock import user_memory_lock
+from ..webhook_events import memory_webhooks_read_once
 from .candidate import Candidate
 from .classify import FACT_ROLES, extracted_roles, message_triage
 from .injection import candidates_screen, injection_screen
@@ -138,38 +140,72 @@ def memory_extract(*, tenant, user, source: SourceMessage, claim: Callable[[], b
 
     `claim()` runs inside the persist transaction and returns False when another run already extracted the
     message; only the run that claims it writes."""
-    with held_lock(Keys.extract_lock(tenant.pk, user.pk, source.id),
-                   timeout=settings.MEMORY_EXTRACTION_LOCK_SECONDS) as held:
-        if not held:
-            return ExtractionResult(source.id, "busy")
-        return _extract_locked(tenant, user, source, claim, allow_llm_failure=allow_llm_failure)
+    return memory_extract_many(tenant=tenant, user=user, items=[(source, claim)],
+                               allow_llm_failure=allow_llm_failure)[0]
 
 
-def _extract_locked(tenant, user, message: SourceMessage, claim, *, allow_llm_failure: bool) -> ExtractionResult:
+def memory_extract_many(*, tenant, user, items: list[tuple[SourceMessage, Callable[[], bool]]],
+                        allow_llm_failure: bool = False) -> list[ExtractionResult]:
+    """Extract several recorded messages of one user together (a turn: the input and the replies to it): one hold
+    of the user's memories, one embedding call and one transaction instead of one each. One result per item, in
+    order; each message is claimed on its own, so a message another run already extracted is left to it.
+
+    At most one item may be of a role that states facts (FACT_ROLES): verifying a message's facts reads the
+    memories already stored, which would not yet hold the facts of another message of the same batch. The other
+    roles' memories are episodes, created without reading anything."""
+    if sum(source.role in FACT_ROLES for source, _ in items) > 1:
+        raise ValueError("memory_extract_many: at most one message of a fact-stating role per call")
+    with contextlib.ExitStack() as held_all:
+        held = [held_all.enter_context(held_lock(Keys.extract_lock(tenant.pk, user.pk, source.id),
+                                                 timeout=settings.MEMORY_EXTRACTION_LOCK_SECONDS))
+                for source, _ in items]
+        results = {i: ExtractionResult(source.id, "busy") for i, ((source, _), ok) in enumerate(zip(items, held))
+                   if not ok}
+        mine = [(i, *item) for i, item in enumerate(items) if i not in results]
+        results.update(_extract_locked(tenant, user, mine, allow_llm_failure=allow_llm_failure))
+    return [results[i] for i in range(len(items))]
+
+
+def _candidates_of(tenant, message: SourceMessage, *, allow_llm_failure: bool) -> list[Candidate]:
     if message.role not in extracted_roles(tenant):
         message = replace(message, content="")  # queued before the tenant stopped keeping these turns: claim only
     use_llm = llm_configured() and message.role in FACT_ROLES
     try:
-        candidates = candidates_for_message(message, use_llm=use_llm)
+        return candidates_for_message(message, use_llm=use_llm)
     except AppError as exc:
         if exc.retryable and not allow_llm_failure:
             raise  # an outage: the task retries with backoff
         # A refusal will not heal on retry, and on the last attempt an outage no longer blocks the message.
         log.warning("LLM pass failed for message %s (%s): rules only", message.id, exc.code)
-        candidates = candidates_for_message(message, use_llm=False)
-    vectors = get_embedder().embed([c.text for c in candidates]) if candidates else []
-    # Nothing to write but the claim (an assistant turn, chatter): no other writer can be affected.
-    with user_memory_lock(tenant_id=tenant.pk, user_id=user.pk) if candidates else contextlib.nullcontext():
-        decisions = candidates_verify(tenant=tenant, user=user, candidates=candidates, vectors=vectors,
-                                      stated_at=message.created_at) if candidates else []
-        ids = [memory_id_for(message.id, i) for i in range(len(decisions))]
-        with transaction.atomic():
-            if not claim():
-                return ExtractionResult(message.id, "already_done")
-            # The claim just succeeded in this transaction, so no earlier run wrote these ids.
-            results = decisions_apply(tenant=tenant, user=user, decisions=decisions, source=message,
-                                      memory_ids=ids, first_run=True) if decisions else []
-    status = "done" if candidates else "skipped"
-    records = [r for r, _ in results if r is not None]
-    return ExtractionResult(message.id, status, [outcome for _, outcome in results], [str(r.pk) for r in records],
-                            records)
+        return candidates_for_message(message, use_llm=False)
+
+
+def _extract_locked(tenant, user, items: list[tuple[int, SourceMessage, Callable[[], bool]]], *,
+                    allow_llm_failure: bool) -> dict[int, ExtractionResult]:
+    found = {i: _candidates_of(tenant, message, allow_llm_failure=allow_llm_failure) for i, message, _ in items}
+    texts = [c.text for i, _, _ in items for c in found[i]]
+    flat = iter(get_embedder().embed(texts) if texts else [])
+    vectors = {i: [next(flat) for _ in found[i]] for i, _, _ in items}
+    out: dict[int, ExtractionResult] = {}
+    # Nothing to write but the claims (assistant turns of chatter): no other writer can be affected.
+    with user_memory_lock(tenant_id=tenant.pk, user_id=user.pk) if texts else contextlib.nullcontext():
+        decisions = {i: candidates_verify(tenant=tenant, user=user, candidates=found[i], vectors=vectors[i],
+                                          stated_at=message.created_at) if found[i] else []
+                     for i, message, _ in items}
+        points: list[str] = []  # every message's vector writes, queued once
+        with transaction.atomic(), memory_webhooks_read_once():
+            for i, message, claim in items:
+                if not claim():
+                    out[i] = ExtractionResult(message.id, "already_done")
+                    continue
+                ids = [memory_id_for(message.id, n) for n in range(len(decisions[i]))]
+                # The claim just succeeded in this transaction, so no earlier run wrote these ids.
+                results = decisions_apply(tenant=tenant, user=user, decisions=decisions[i], source=message,
+                                          memory_ids=ids, first_run=True, vector_writes=points) \
+                    if decisions[i] else []
+                records = [r for r, _ in results if r is not None]
+                out[i] = ExtractionResult(message.id, "done" if found[i] else "skipped",
+                                          [outcome for _, outcome in results], [str(r.pk) for r in records], records)
+            if points:
+                outbox_enqueue(tenant_id=str(tenant.pk), memory_ids=points)
+    return out
