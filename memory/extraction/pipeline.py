@@ -1,4 +1,5 @@
-"""One message through the pipeline: classify → extract → filter secrets → verify → prioritize → persist.
+"""A message through the pipeline: classify → extract → filter secrets → verify → prioritize → persist (a turn's
+messages together: one embedding call, one transaction).
 
 Idempotent per message. A Redis lock keeps two workers from doing the same LLM work; the persist transaction
 claims the message through the caller's `claim` (a conditional UPDATE of the stored message), so only one run
@@ -134,21 +135,13 @@ def episodes_for_message(message: SourceMessage, clean: str) -> list[Candidate]:
     return out
 
 
-def memory_extract(*, tenant, user, source: SourceMessage, claim: Callable[[], bool],
-                   allow_llm_failure: bool = False) -> ExtractionResult:
-    """Extract the memories of one recorded message. Safe to call any number of times.
-
-    `claim()` runs inside the persist transaction and returns False when another run already extracted the
-    message; only the run that claims it writes."""
-    return memory_extract_many(tenant=tenant, user=user, items=[(source, claim)],
-                               allow_llm_failure=allow_llm_failure)[0]
-
-
 def memory_extract_many(*, tenant, user, items: list[tuple[SourceMessage, Callable[[], bool]]],
                         allow_llm_failure: bool = False) -> list[ExtractionResult]:
-    """Extract several recorded messages of one user together (a turn: the input and the replies to it): one hold
-    of the user's memories, one embedding call and one transaction instead of one each. One result per item, in
-    order; each message is claimed on its own, so a message another run already extracted is left to it.
+    """Extract recorded messages of one user, together when there are several (a turn: the input and the replies to
+    it): one hold of the user's memories, one embedding call and one transaction instead of one each. One result per
+    item, in order. Safe to call any number of times: each message is claimed on its own (`claim()` runs inside the
+    persist transaction and returns False when another run already extracted it), and only the run that claims it
+    writes.
 
     At most one item may be of a role that states facts (FACT_ROLES): verifying a message's facts reads the
     memories already stored, which would not yet hold the facts of another message of the same batch. The other
