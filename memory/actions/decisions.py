@@ -17,7 +17,7 @@ from ..sources import SourceMessage
 from ..webhook_events import memory_webhooks_read_once
 from .corrections import corrections_apply_locked
 from .create import _create_locked, memory_supersede
-from .records import MAX_SOURCE_MESSAGES, _new_record, memory_history_write, memory_snapshot
+from .records import MAX_SOURCE_MESSAGES, _new_record, history_rows_together, memory_history_write, memory_snapshot
 
 
 def _extracted_by(record: MemoryRecord) -> list[str]:
@@ -112,7 +112,9 @@ def decisions_apply(
                      actor_id=actor_id)
     results: list[tuple[MemoryRecord | None, str]] = []
     done_before = {} if first_run else _done_before(tenant, memory_ids)
-    with memory_webhooks_read_once():  # each write announces itself; the endpoints are read for the first only
+    # Each write announces itself (the endpoints are read for the first only) and adds a history row (all inserted
+    # at the end).
+    with memory_webhooks_read_once(), history_rows_together():
         for i, decision in enumerate(decisions):
             mid = memory_ids[i] if memory_ids else None
             if decision.action == SKIP:

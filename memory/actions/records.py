@@ -4,6 +4,8 @@ locked read, the status transition and its outbox entry. The other modules of th
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import logging
 import re
@@ -92,6 +94,28 @@ def memory_snapshot(record: MemoryRecord) -> dict:
     }
 
 
+# Inside history_rows_together(): the history rows written so far, inserted at once when the scope ends.
+_pending_history: contextvars.ContextVar[list | None] = contextvars.ContextVar("memory_history_pending", default=None)
+
+
+@contextlib.contextmanager
+def history_rows_together():
+    """Within the block (inside one transaction), the history rows of every change are inserted in one statement
+    when it ends, not one each: for a caller that writes many changes at once (an extraction's decisions). A scope
+    inside another adds to the outer one's rows. Nothing reads a change's history back within such a block."""
+    if _pending_history.get() is not None:
+        yield
+        return
+    rows: list[MemoryEvent] = []
+    token = _pending_history.set(rows)
+    try:
+        yield
+        if rows:
+            MemoryEvent.objects.bulk_create(rows)
+    finally:
+        _pending_history.reset(token)
+
+
 def memory_history_write(
     *,
     record: MemoryRecord,
@@ -101,10 +125,10 @@ def memory_history_write(
     before: dict | None = None,
     after: dict | None = None,
     note: str = "",
-) -> MemoryEvent:
+) -> None:
     """Append one history entry; it outlives the record (memory_uuid stays when the row is gone). The tenant's
     webhooks hear of the change in the same transaction."""
-    event = MemoryEvent.objects.create(
+    event = MemoryEvent(
         tenant_id=record.tenant_id,
         user_id=record.user_id,
         memory=record,
@@ -117,8 +141,12 @@ def memory_history_write(
         note=note[:255],
         created_at=clock.now(),
     )
+    pending = _pending_history.get()
+    if pending is None:
+        event.save(force_insert=True)
+    else:
+        pending.append(event)
     memory_webhook_emit(record=record, action=action, actor_type=actor_type, at=event.created_at)
-    return event
 
 
 def _initial_status(*, tenant: Tenant, source_type: str) -> str:

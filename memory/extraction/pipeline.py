@@ -21,7 +21,7 @@ from infra.llm import llm_configured
 from infra.redis_client import Keys, held_lock
 from infra.secrets import REDACTED, secrets_redact
 
-from ..actions import decisions_apply, memory_id_for
+from ..actions import decisions_apply, history_rows_together, memory_id_for
 from ..models import MemoryKind, MemoryRecord, SourceType
 from ..outbox import outbox_enqueue
 from ..sources import SourceMessage
@@ -186,7 +186,7 @@ def _extract_locked(tenant, user, items: list[tuple[int, SourceMessage, Callable
                                           stated_at=message.created_at) if found[i] else []
                      for i, message, _ in items}
         points: list[str] = []  # every message's vector writes, queued once
-        with transaction.atomic(), memory_webhooks_read_once():
+        with transaction.atomic(), memory_webhooks_read_once(), history_rows_together():
             for i, message, claim in items:
                 if not claim():
                     out[i] = ExtractionResult(message.id, "already_done")

@@ -52,3 +52,27 @@ def test_the_points_are_applied_with_one_read_of_the_outbox(alice, alice_user):
     _, statements = _extract_capturing(alice, alice_user)
     outbox_reads = [s for s in statements if s.startswith("SELECT") and '"memory_vectoroutbox"' in s]
     assert len(outbox_reads) == 1, outbox_reads
+
+
+def test_a_messages_history_rows_are_inserted_in_one_statement(alice, alice_user):
+    from memory.models import MemoryEvent
+
+    _, statements = _extract_capturing(alice, alice_user)
+    written = MemoryRecord.objects.for_tenant(alice).filter(user=alice_user).count()
+    assert written >= 3
+    # Every change still has its history row, with who and what.
+    created = MemoryEvent.objects.for_tenant(alice).filter(action=MemoryEvent.Action.CREATED)
+    assert created.count() == written and all(e.after for e in created)
+    history_inserts = [s for s in statements if s.startswith('INSERT INTO "memory_memoryevent"')]
+    assert len(history_inserts) == 1, history_inserts
+
+
+def test_a_change_outside_a_batch_writes_its_history_at_once(alice, alice_user):
+    """Only a caller that asks for it defers the rows: a single change's history is there when it returns."""
+    from memory.actions import memory_create
+    from memory.models import MemoryEvent
+
+    record = memory_create(tenant=alice, user=alice_user, kind="fact", text="Ada's seat preference is aisle.",
+                           source_type="user_stated")
+    record = record[0] if isinstance(record, tuple) else record
+    assert MemoryEvent.objects.for_tenant(alice).filter(memory_uuid=record.pk).count() == 1
