@@ -6,6 +6,7 @@ what the assistant suggested weeks earlier. This generator writes such conversat
 their evidence turns, in LoCoMo's JSON layout, so `bench/locomo.py` reads it as it reads LoCoMo:
 
     .venv/bin/python bench/product_set.py                 # writes bench/data/product-dev.json (seed 25)
+    .venv/bin/python bench/product_set.py --pastes        # the same set with long pastes: product-dev-long.json
     .venv/bin/python bench/locomo.py bench/data/product-dev.json --shape assistant
 
 Sources and licence: every sentence, template and word list below was written for this project (no dataset text is
@@ -38,6 +39,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "data" / "product-dev.json"
+OUT_LONG = Path(__file__).resolve().parent / "data" / "product-dev-long.json"
 SEED = 25
 SESSIONS = 10
 
@@ -519,6 +521,63 @@ class Conversation:
         return out
 
 
+# --- pasted material: what makes real users' long messages long ----------------------------------------------------
+# A share of the turns gets a long paste (a log, a source file, a list of requirements) after its first paragraph.
+# Pastes only distract: they hold the project's own words and none of the questions' answers, and they carry times of
+# day but no dates. The questions and their evidence turns are those of the set without pastes.
+PASTE_SHARE = 0.35
+LOG_LINES = [
+    "INFO {e}.sync: processed {e1} {n} ({f0}={n2})", "WARNING {e}.validate: {f3} missing for {e1} {n}",
+    "ERROR {e}.api: 500 on /api/{e}/{n}/ (KeyError: '{f1}')", "DEBUG db: SELECT * FROM {e} WHERE {f0} = {n}",
+    "INFO worker: task refresh_{e} received for {n2} ids", "WARNING {e}.import: duplicate {f2} in row {n}",
+    "INFO http: GET /{e}/?page={n3} 200", "DEBUG cache: miss for {e1}:{n}", "INFO {e}.export: wrote {n2} rows",
+    "ERROR worker: retrying refresh_{e} in 30s (connection reset)", "INFO auth: session renewed for user {n3}",
+]
+LIST_ITEMS = [
+    "a {e1} without {f1} is shown greyed out", "sorting by {f2} must be stable", "the {e} page keeps its filters",
+    "exports include {f0}, {f1} and {f2} in that order", "an edit to {f3} is logged with who made it",
+    "a deleted {e1} can be restored for thirty days", "the search box matches {f0} and {f4}",
+    "bulk edits are limited to two hundred {e} at a time", "every {e1} page links back to its list",
+    "empty states explain how to add the first {e1}", "the {f2} column is hidden on small screens",
+]
+
+
+def _paste(rng: random.Random, ctx: dict) -> str:
+    kind = rng.choice(("log", "code", "list"))
+    if kind == "log":
+        start = rng.randrange(8 * 3600, 20 * 3600)
+        lines = []
+        for i in range(rng.randint(60, 140)):
+            at = start + 7 * i + rng.randrange(7)
+            n = dict(ctx, n=rng.randrange(100, 9999), n2=rng.randrange(1, 500), n3=rng.randrange(1, 40))
+            lines.append(f"{at // 3600:02d}:{at // 60 % 60:02d}:{at % 60:02d} " + rng.choice(LOG_LINES).format(**n))
+        return "The log from the last run:\n\n```text\n" + "\n".join(lines) + "\n```"
+    if kind == "code":
+        blocks = [_fmt(block, ctx) for block in rng.sample(CODE, rng.randint(4, 7))]
+        return "The whole file, in case it helps:\n\n" + "\n\n".join(blocks)
+    items = [_fmt(item, ctx) for item in rng.sample(LIST_ITEMS, rng.randint(6, 10))]
+    return "The requirements as they stand:\n" + "\n".join(f"- {item}" for item in items)
+
+
+def pastes_add(data: list[dict], seed: int = SEED) -> list[dict]:
+    """The same set with long pastes in a share of its turns (a seeded rng of its own, so the set without them is
+    unchanged)."""
+    rng = random.Random(seed * 7919 + 1)
+    out = json.loads(json.dumps(data))
+    for i, sample in enumerate(out):
+        p, u, e, e1, fields, domain = PROJECTS[i]
+        ctx = dict(p=p, u=u, e=e, e1=e1, E1=e1.capitalize(), domain=domain,
+                   **{f"f{j}": f for j, f in enumerate(fields)})
+        for key, turns in sample["conversation"].items():
+            if not (key.startswith("session_") and isinstance(turns, list)):
+                continue
+            for turn in turns:
+                if rng.random() < PASTE_SHARE:
+                    first, _, rest = turn["text"].partition("\n\n")
+                    turn["text"] = "\n\n".join(x for x in (first, _paste(rng, ctx), rest) if x)
+    return out
+
+
 def generate(seed: int = SEED) -> list[dict]:
     rng = random.Random(seed)
     out = []
@@ -548,10 +607,16 @@ def main(argv=None) -> None:
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--out", default=str(OUT))
     p.add_argument("--quick", action="store_true", help="write to a temporary file instead (the set takes seconds)")
+    p.add_argument("--pastes", action="store_true",
+                   help=f"the same set with long pastes in a share of its turns (default out: {OUT_LONG.name})")
     args = p.parse_args(argv)
+    if args.pastes and args.out == str(OUT):
+        args.out = str(OUT_LONG)
     if args.quick:
-        args.out = str(Path(tempfile.mkdtemp(prefix="product-set-")) / OUT.name)
+        args.out = str(Path(tempfile.mkdtemp(prefix="product-set-")) / Path(args.out).name)
     data = generate(args.seed)
+    if args.pastes:
+        data = pastes_add(data, args.seed)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps(describe(data)))

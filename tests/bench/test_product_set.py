@@ -1,0 +1,53 @@
+"""The product-shaped development set with long pastes: the same questions on longer messages, and nothing else."""
+from __future__ import annotations
+
+import re
+
+from bench import product_set
+
+
+def _turns(data):
+    for sample in data:
+        for key, turns in sample["conversation"].items():
+            if key.startswith("session_") and isinstance(turns, list):
+                yield from turns
+
+
+def test_pastes_lengthen_turns_and_keep_the_questions_and_every_original_word():
+    base = product_set.generate()
+    long = product_set.pastes_add(base)
+    assert [s["qa"] for s in long] == [s["qa"] for s in base]
+    assert [s["observation"] for s in long] == [s["observation"] for s in base]
+    pasted = 0
+    for before, after in zip(_turns(base), _turns(long), strict=True):
+        assert before["dia_id"] == after["dia_id"]
+        # Every paragraph of the turn is still there, in order: the paste only adds.
+        paragraphs = before["text"].split("\n\n")
+        at = 0
+        for paragraph in paragraphs:
+            found = after["text"].find(paragraph, at)
+            assert found >= 0
+            at = found + len(paragraph)
+        pasted += after["text"] != before["text"]
+    share = pasted / sum(1 for _ in _turns(base))
+    assert 0.25 < share < 0.45
+    def p90(data):
+        words = sorted(len(t["text"].split()) for t in _turns(data))
+        return words[int(0.9 * len(words))]
+
+    assert p90(long) > 2 * p90(base)
+
+
+def test_pastes_are_seeded_and_carry_no_dates():
+    base = product_set.generate()
+    assert product_set.pastes_add(base) == product_set.pastes_add(base)
+    added = []
+    for before, after in zip(_turns(base), _turns(product_set.pastes_add(base))):
+        if after["text"] != before["text"]:
+            added.append(after["text"])
+    months = "|".join(["January", "February", "March", "April", "May", "June", "July", "August", "September",
+                       "October", "November", "December"])
+    base_dates = sum(len(re.findall(rf"\b(?:{months})\b|\b\d{{4}}-\d\d-\d\d\b", t["text"])) for t in _turns(base))
+    long_dates = sum(len(re.findall(rf"\b(?:{months})\b|\b\d{{4}}-\d\d-\d\d\b", t["text"]))
+                     for t in _turns(product_set.pastes_add(base)))
+    assert added and long_dates == base_dates
