@@ -525,7 +525,7 @@ class Conversation:
 # A share of the turns gets a long paste (a log, a source file, a list of requirements) after its first paragraph.
 # Pastes only distract: they hold the project's own words and none of the questions' answers, and they carry times of
 # day but no dates. The questions and their evidence turns are those of the set without pastes.
-PASTE_SHARE = 0.35
+PASTE_SHARE = 0.4
 LOG_LINES = [
     "INFO {e}.sync: processed {e1} {n} ({f0}={n2})", "WARNING {e}.validate: {f3} missing for {e1} {n}",
     "ERROR {e}.api: 500 on /api/{e}/{n}/ (KeyError: '{f1}')", "DEBUG db: SELECT * FROM {e} WHERE {f0} = {n}",
@@ -542,8 +542,9 @@ LIST_ITEMS = [
 ]
 
 
-def _paste(rng: random.Random, ctx: dict) -> str:
-    kind = rng.choice(("log", "code", "list"))
+def _paste(rng: random.Random, ctx: dict, role: str) -> str:
+    """A user pastes logs, files and lists; the assistant writes out files and lists, never a log of its own."""
+    kind = rng.choice(("log", "code", "list") if role == "user" else ("code", "list"))
     if kind == "log":
         start = rng.randrange(8 * 3600, 20 * 3600)
         lines = []
@@ -553,7 +554,7 @@ def _paste(rng: random.Random, ctx: dict) -> str:
             lines.append(f"{at // 3600:02d}:{at // 60 % 60:02d}:{at % 60:02d} " + rng.choice(LOG_LINES).format(**n))
         return "The log from the last run:\n\n```text\n" + "\n".join(lines) + "\n```"
     if kind == "code":
-        blocks = [_fmt(block, ctx) for block in rng.sample(CODE, rng.randint(4, 7))]
+        blocks = [_fmt(rng.choice(CODE), ctx) for _ in range(rng.randint(12, 24))]
         return "The whole file, in case it helps:\n\n" + "\n\n".join(blocks)
     items = [_fmt(item, ctx) for item in rng.sample(LIST_ITEMS, rng.randint(6, 10))]
     return "The requirements as they stand:\n" + "\n".join(f"- {item}" for item in items)
@@ -573,8 +574,9 @@ def pastes_add(data: list[dict], seed: int = SEED) -> list[dict]:
                 continue
             for turn in turns:
                 if rng.random() < PASTE_SHARE:
+                    role = "user" if turn["speaker"] == u else "assistant"
                     first, _, rest = turn["text"].partition("\n\n")
-                    turn["text"] = "\n\n".join(x for x in (first, _paste(rng, ctx), rest) if x)
+                    turn["text"] = "\n\n".join(x for x in (first, _paste(rng, ctx, role), rest) if x)
     return out
 
 
