@@ -7,10 +7,17 @@ inside the window (word pieces run ~1.2-1.4 per tiktoken token in English prose,
 fits in one passage is kept whole. Chunks follow the text's own structure (semantic-text-splitter's Markdown
 splitter: headings, paragraphs, list items, a fenced code block as one unit while it fits, then sentences, then
 words), so a passage is never cut mid-sentence when a boundary exists.
+
+A fenced block longer than the bound (a pasted log, a whole source file) is one passage of its own, kept whole: cut
+into chunks it became a run of memories that each say little (forty lines of one log), plus a chunk holding only its
+opening fence, and every one competed with the prose for a question's budget. Kept whole, it is one memory: its
+opening is embedded, every word of it is in the keyword index, and under a budget it is shown as its best lines
+(memory/excerpts.py). The text around it is split as before.
 """
 from __future__ import annotations
 
 import functools
+import re
 
 from django.conf import settings
 from semantic_text_splitter import MarkdownSplitter
@@ -23,12 +30,32 @@ def _splitter(low: int, high: int) -> MarkdownSplitter:
     return MarkdownSplitter.from_callback(count_tokens, (low, high))
 
 
+# A fenced block (``` or ~~~, CommonMark): its opening fence, everything up to a closing fence of the same kind, or
+# the end of the text when it is never closed.
+_FENCED = re.compile(r"^(?P<fence>```|~~~)[^\n]*\n.*?(?:^(?P=fence)[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
+
+
 def passages_split(text: str) -> list[str]:
-    """The text as one passage when it fits the bound, else its chunks in order (none blank)."""
+    """The text as one passage when it fits the bound, else its chunks in order (none blank), a fenced block longer
+    than the bound as one passage of its own."""
     high = settings.MEMORY_PASSAGE_MAX_TOKENS
     if count_tokens(text) <= high:
         return [text]
+    out, at = [], 0
+    for block in _FENCED.finditer(text):
+        if count_tokens(block.group(0)) > high:
+            out += _chunks(text[at:block.start()], high) + [block.group(0).strip()]
+            at = block.end()
+    out += _chunks(text[at:], high)
+    return out or [text]
+
+
+def _chunks(text: str, high: int) -> list[str]:
+    if not text.strip():
+        return []
+    if count_tokens(text) <= high:
+        return [text.strip()]
     # A range, so chunks are filled towards the bound at the highest structural level that allows it, and the
     # last one is not a stub when the text allows otherwise.
     chunks = [c.strip() for c in _splitter(max(1, high * 3 // 5), high).chunks(text)]
-    return [c for c in chunks if c] or [text]
+    return [c for c in chunks if c]

@@ -153,3 +153,43 @@ def test_long_neighbouring_turns_are_left_out_so_the_budget_holds_more_hits(alic
     assert {m.text.removeprefix("Ada: ") for m in found if m.source_type == "user_stated"} >= set(asks)
     assert count_tokens(memories_block(found)) <= 400
     assert all(not n.endswith("…") for m in found for n in m.neighbours)
+
+
+LOG_LINE = "ERROR payments.reconcile: ledger mismatch for account 7731 (expected 120.00, found 112.50)"
+
+
+def pasted_log(lines: int = 160) -> str:
+    """A user's message with a long pasted log between two paragraphs of prose; one line of the log matters."""
+    rng = random.Random(11)
+    events = ["INFO http: GET /accounts/?page={n} 200", "DEBUG cache: miss for account:{n}",
+              "INFO worker: task sync_accounts received for {n} ids", "WARNING import: duplicate iban in row {n}"]
+    log = [f"10:{i // 60:02d}:{i % 60:02d} " + rng.choice(events).format(n=rng.randrange(1, 9999))
+           for i in range(lines)]
+    log.insert(lines * 2 // 3, f"10:59:59 {LOG_LINE}")
+    prose = long_status_update(300).split("\n\n")
+    return "\n\n".join([prose[0], "The log from last night:", "```text\n" + "\n".join(log) + "\n```", *prose[1:]])
+
+
+def test_a_long_pasted_block_is_one_passage_kept_whole(alice, alice_user):
+    alice.memory_ttl_days = {"event": None}
+    alice.save()
+    text = pasted_log()
+    _, messages = record_turns(alice, alice_user, [("user", text)])
+    passages = sorted(MemoryRecord.objects.for_tenant(alice).filter(user=alice_user, kind="event"),
+                      key=lambda p: p.metadata["passage"])
+    blocks = [p for p in passages if "```" in p.text]
+    # The log is one memory, fences and every line included, not forty memories and a stray fence.
+    assert len(blocks) == 1 and blocks[0].text.count("```") == 2 and LOG_LINE in blocks[0].text
+    assert blocks[0].text.count("\n") >= 160
+    # The prose around it is split as any long message is, within the embedder's window.
+    prose = [p for p in passages if p not in blocks]
+    assert len(prose) >= 2
+    assert all(count_tokens(p.text) <= settings.MEMORY_PASSAGE_MAX_TOKENS + 5 for p in prose)
+    assert all(p.source_message_id == messages[0].pk for p in passages)
+
+    found = memory_retrieve(tenant=alice, user=alice_user, query="Which account had a ledger mismatch?",
+                            k=5, token_budget=300, neighbours=turns_around)
+    shown = next(m for m in found if m.memory_id == str(blocks[0].pk))
+    # Shown as its best lines: the one that answers, not the log's opening.
+    assert "ledger mismatch for account 7731" in shown.text and count_tokens(shown.text) < 100
+    assert count_tokens(memories_block(found)) <= 300
