@@ -228,7 +228,8 @@ def _ranked(*, tenant, user_ids: list[str], cands: dict[str, Candidate], k: int,
     """(final score, row) of the shortlisted candidates that the database still holds, best first within each tier:
     each candidate's adjusted score is computed once and shown as it ranked."""
     shortlist = candidates_shortlist(sorted(cands.values(), key=lambda c: c.score, reverse=True), k=k,
-                                     token_budget=token_budget)
+                                     token_budget=token_budget,
+                                     shown_max=settings.MEMORY_EXCERPT_MAX_TOKENS if token_budget is not None else None)
     # The database is the truth: a row changed since the point was written (deleted, superseded, expired, moved)
     # does not come back, whatever the payload says.
     rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for _, c in shortlist], now=now,

@@ -107,7 +107,8 @@ def candidates_fuse(cands: dict[str, Candidate], *more: dict[str, Candidate]) ->
     return cands
 
 
-def candidates_shortlist(ordered: list[Candidate], *, k: int, token_budget: int | None) -> list[tuple[int, Candidate]]:
+def candidates_shortlist(ordered: list[Candidate], *, k: int, token_budget: int | None,
+                         shown_max: int | None = None) -> list[tuple[int, Candidate]]:
     """The best candidates, each with its tier: enough of them to fill k, or the token budget twice over by their
     own sizes.
 
@@ -117,6 +118,9 @@ def candidates_shortlist(ordered: list[Candidate], *, k: int, token_budget: int 
     that only a larger budget reads can never push one that a smaller budget shows further down.
     The rows read for them can still be dropped (changed since the point was written, a second memory of one turn)
     and the final ranking moves them a little: the margin covers that.
+    shown_max: the most tokens one memory is shown with under the budget (a longer one is shown as its best
+    sentences), so a candidate counts at most that: a pasted log counted at its full length would end a tier
+    after a handful of candidates, while the budget would read a few lines of it.
     """
     depth = max(4 * k, SHORTLIST_MIN)
     if token_budget is None:
@@ -128,7 +132,8 @@ def candidates_shortlist(ordered: list[Candidate], *, k: int, token_budget: int 
                 break
             tier, bound = tier + 1, 2 * bound
         out.append((tier, c))
-        used += c.payload.get("tokens") or UNSIZED_TOKENS
+        size = c.payload.get("tokens") or UNSIZED_TOKENS
+        used += min(size, shown_max) if shown_max else size
     return out
 
 

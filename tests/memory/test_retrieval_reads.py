@@ -137,6 +137,19 @@ def test_the_shortlist_reads_enough_candidates_to_fill_the_budget_twice_by_their
     assert len(candidates_shortlist(sized[:10], k=1000, token_budget=2000)) == 10
 
 
+def test_a_long_candidate_counts_in_the_shortlist_as_much_as_it_is_shown():
+    """A pasted log of 2,000 tokens is shown as its best lines under a budget: counted at its full length it would end
+    the shortlist's tiers after a handful of candidates, and a larger budget would read no further down."""
+    from memory.retrieval_ranking import SHORTLIST_MIN, Candidate, candidates_shortlist
+
+    long = [Candidate(str(i), {"tokens": 2000}) for i in range(500)]
+    assert len(candidates_shortlist(long, k=1000, token_budget=2000)) < SHORTLIST_MIN + 5  # counted whole: the floor
+    assert len(candidates_shortlist(long, k=1000, token_budget=2000, shown_max=50)) == 2 * 2000 // 50
+    short = [Candidate(str(i), {"tokens": 25}) for i in range(500)]
+    assert candidates_shortlist(short, k=1000, token_budget=2000, shown_max=50) == \
+        candidates_shortlist(short, k=1000, token_budget=2000)  # shorter than the cap: counted as they are
+
+
 def test_a_points_payload_carries_its_text_size(alice, alice_user):
     from infra.tokens import count_tokens
     from memory.points import point_payload

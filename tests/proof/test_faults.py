@@ -245,7 +245,8 @@ def _our_tasks() -> dict:
 def _task_arguments(name: str, task, world: dict) -> dict:
     """Arguments for a task from its signature; an unknown required parameter fails loudly so a new task is
     taught here rather than silently skipped."""
-    known = {"message_id": world["message_id"], "message_ids": world["message_ids"], "session_id": world["session_id"], "tenant_id": world["tenant_id"],
+    known = {"message_id": world["message_id"], "message_ids": world["message_ids"],
+             "session_id": world["session_id"], "tenant_id": world["tenant_id"],
              "memory_ids": world["memory_ids"], "at": world["at"], "erasure_id": world["erasure_id"],
              "delivery_id": world["delivery_id"], "job_id": world["job_id"], "user_id": world["user_id"],
              "payload": world["payload"]}
@@ -326,7 +327,8 @@ def _world_for_tasks(alice, alice_user, settings) -> dict:
     receipts = []
     with mock.patch("orchestration.context.receipt_record_later", receipts.append):
         turn_context(tenant=alice, session=closed, new_input="Which seats do I prefer?")
-    return {"message_id": str(rows[0].pk), "message_ids": [str(r.pk) for r in rows[2:4]], "session_id": str(closed.pk), "tenant_id": str(alice.pk),
+    return {"message_id": str(rows[0].pk), "message_ids": [str(r.pk) for r in rows[2:4]],
+            "session_id": str(closed.pk), "tenant_id": str(alice.pk),
             "memory_ids": ids[:4], "at": T0.isoformat(), "erasure_id": str(erasure.pk),
             "delivery_id": deliveries.order_by("id").first().pk, "job_id": str(job.pk), "user_id": str(alice_user.pk),
             "payload": receipts[0]}
