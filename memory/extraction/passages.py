@@ -8,9 +8,10 @@ fits in one passage is kept whole. Chunks follow the text's own structure (seman
 splitter: headings, paragraphs, list items, a fenced code block as one unit while it fits, then sentences, then
 words), so a passage is never cut mid-sentence when a boundary exists.
 
-A fenced block longer than the bound (a pasted log, a whole source file) is one passage of its own, kept whole: cut
-into chunks it became a run of memories that each say little (forty lines of one log), plus a chunk holding only its
-opening fence, and every one competed with the prose for a question's budget. Kept whole, it is one memory: its
+A fenced block longer than the bound (a pasted log, a whole source file) is kept as whole as a memory's text may be
+(MEMORY_TEXT_MAX_CHARS, which edits and imports enforce too): one passage, or a few, each a fenced block of whole
+lines. Cut at the bound it became a run of memories that each say little (forty lines of one log), plus a chunk
+holding only its opening fence, and every one competed with the prose for a question's budget. Kept whole, its
 opening is embedded, every word of it is in the keyword index, and under a budget it is shown as its best lines
 (memory/excerpts.py). The text around it is split as before.
 """
@@ -30,6 +31,7 @@ def _splitter(low: int, high: int) -> MarkdownSplitter:
     return MarkdownSplitter.from_callback(count_tokens, (low, high))
 
 
+_SPEAKER_ROOM = 100  # an episodic memory is "Name: " and the passage: room for the name within the text's bound
 # A fenced block (``` or ~~~, CommonMark): its opening fence, everything up to a closing fence of the same kind, or
 # the end of the text when it is never closed.
 _FENCED = re.compile(r"^(?P<fence>```|~~~)[^\n]*\n.*?(?:^(?P=fence)[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
@@ -44,10 +46,34 @@ def passages_split(text: str) -> list[str]:
     out, at = [], 0
     for block in _FENCED.finditer(text):
         if count_tokens(block.group(0)) > high:
-            out += _chunks(text[at:block.start()], high) + [block.group(0).strip()]
+            out += _chunks(text[at:block.start()], high) + _block_pieces(block.group(0).strip())
             at = block.end()
     out += _chunks(text[at:], high)
     return out or [text]
+
+
+def _block_pieces(block: str) -> list[str]:
+    """A fenced block as one passage, or as few as the memory text's bound allows: consecutive whole lines, each
+    piece fenced as the block is (a line longer than the bound on its own is cut)."""
+    from ..actions.records import MEMORY_TEXT_MAX_CHARS
+
+    limit = MEMORY_TEXT_MAX_CHARS - _SPEAKER_ROOM
+    if len(block) <= limit:
+        return [block]
+    lines = block.split("\n")
+    opening, fence = lines[0], lines[0][:3]
+    body = lines[1:-1] if len(lines) > 1 and lines[-1].strip() == fence else lines[1:]
+    room = limit - len(opening) - len(fence) - 2
+    pieces, current, size = [], [], 0
+    for line in (part for line in body for part in (line[i:i + room] for i in range(0, max(len(line), 1), room))):
+        if current and size + len(line) + 1 > room:
+            pieces.append(current)
+            current, size = [], 0
+        current.append(line)
+        size += len(line) + 1
+    if current:
+        pieces.append(current)
+    return [f"{opening}\n" + "\n".join(piece) + f"\n{fence}" for piece in pieces]
 
 
 def _chunks(text: str, high: int) -> list[str]:

@@ -10,7 +10,7 @@ from django.conf import settings
 from infra.errors import ServiceUnavailable
 from infra.vector_store import Scope, get_vector_store
 
-from ..models import MemoryRecord, MemoryStatus
+from ..models import MemoryKind, MemoryRecord, MemoryStatus
 from .candidate import Candidate, value_normalize
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,10 @@ def _nearest_same_kind(*, tenant, user, candidate: Candidate, vector: list[float
     return hits[0].memory_id, float(hits[0].score)
 
 
+def _passages_of_one_message(a: Candidate, b: Candidate) -> bool:
+    return a.kind == b.kind == MemoryKind.EVENT and "passage" in a.metadata and "passage" in b.metadata
+
+
 def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: list[list[float]],
                       stated_at=None) -> list[Decision]:
     """One decision per candidate, in order. Pure reads: the caller persists the decisions in one transaction,
@@ -63,8 +67,10 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
     decisions: list[Decision] = []
     kept: list[tuple[Candidate, list[float]]] = []
     for candidate, vector in zip(candidates, vectors, strict=True):
-        # The same thing said twice in one message is stored once.
-        if any(k.kind in comparable_kinds(candidate.kind) and _cosine(v, vector) >= threshold for k, v in kept):
+        # The same thing said twice in one message is stored once. A message's passages are its consecutive parts,
+        # never one thing twice, however alike they read (two halves of one log embed almost the same).
+        if any(k.kind in comparable_kinds(candidate.kind) and not _passages_of_one_message(k, candidate)
+               and _cosine(v, vector) >= threshold for k, v in kept):
             decisions.append(Decision(candidate, SKIP, []))
             continue
         kept.append((candidate, vector))

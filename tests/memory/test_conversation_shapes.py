@@ -170,7 +170,9 @@ def pasted_log(lines: int = 160) -> str:
     return "\n\n".join([prose[0], "The log from last night:", "```text\n" + "\n".join(log) + "\n```", *prose[1:]])
 
 
-def test_a_long_pasted_block_is_one_passage_kept_whole(alice, alice_user):
+def test_a_long_pasted_block_is_kept_as_whole_as_a_memory_may_be(alice, alice_user):
+    from memory.actions import MEMORY_TEXT_MAX_CHARS
+
     alice.memory_ttl_days = {"event": None}
     alice.save()
     text = pasted_log()
@@ -178,9 +180,13 @@ def test_a_long_pasted_block_is_one_passage_kept_whole(alice, alice_user):
     passages = sorted(MemoryRecord.objects.for_tenant(alice).filter(user=alice_user, kind="event"),
                       key=lambda p: p.metadata["passage"])
     blocks = [p for p in passages if "```" in p.text]
-    # The log is one memory, fences and every line included, not forty memories and a stray fence.
-    assert len(blocks) == 1 and blocks[0].text.count("```") == 2 and LOG_LINE in blocks[0].text
-    assert blocks[0].text.count("\n") >= 160
+    log = text.split("```text\n")[1].split("\n```")[0]
+    # The log is as few memories as a memory's text allows (each an edit or an import would accept), each a fenced
+    # block of whole lines, together every line in order: not forty memories and a stray fence.
+    assert len(log) > 2 * MEMORY_TEXT_MAX_CHARS and len(blocks) == 3
+    assert all(p.text.count("```") == 2 and len(p.text) <= MEMORY_TEXT_MAX_CHARS for p in blocks)
+    assert "\n".join(p.text.split("```text\n")[1].split("\n```")[0] for p in blocks) == log
+    assert sum(LOG_LINE in p.text for p in blocks) == 1
     # The prose around it is split as any long message is, within the embedder's window.
     prose = [p for p in passages if p not in blocks]
     assert len(prose) >= 2
@@ -189,7 +195,8 @@ def test_a_long_pasted_block_is_one_passage_kept_whole(alice, alice_user):
 
     found = memory_retrieve(tenant=alice, user=alice_user, query="Which account had a ledger mismatch?",
                             k=5, token_budget=300, neighbours=turns_around)
-    shown = next(m for m in found if m.memory_id == str(blocks[0].pk))
+    answering = next(p for p in blocks if LOG_LINE in p.text)
+    shown = next(m for m in found if m.memory_id == str(answering.pk))
     # Shown as its best lines: the one that answers, not the log's opening.
     assert "ledger mismatch for account 7731" in shown.text and count_tokens(shown.text) < 100
     assert count_tokens(memories_block(found)) <= 300
