@@ -142,7 +142,8 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
                          on_delta=on_delta, cancel=cancel, client_tools=client_tools, tool_results=tool_results,
                          surface=surface, recorded=recorded)
     finally:
-        pending = [str(m.pk) for m in recorded if m.extracted_at is None]
+        # Once each: an input the client also sent as earlier history is recorded once and listed twice.
+        pending = list(dict.fromkeys(str(m.pk) for m in recorded if m.extracted_at is None))
         if pending:
             task_enqueue_on_commit("orchestration.tasks.messages_extract_task", str(tenant.pk), pending)
 

@@ -316,6 +316,12 @@ SCHEMA_STEPS = ["I created the {e} table with {f0}, {f1} and {f2} as the first c
 PERF_VALUES = ["{a} seconds", "{b} seconds", "{c} seconds"]
 
 
+def project_words(project: tuple) -> dict:
+    """A project's words as the templates name them: {p}roject, {u}ser, {e}ntities, {e1} one, {E1}, {domain}, {f0}..."""
+    p, u, e, e1, fields, domain = project
+    return dict(p=p, u=u, e=e, e1=e1, E1=e1.capitalize(), domain=domain, **{f"f{i}": f for i, f in enumerate(fields)})
+
+
 def _fmt(text: str, ctx: dict) -> str:
     return text.format(**ctx)
 
@@ -335,9 +341,7 @@ class Conversation:
 
     def __init__(self, rng: random.Random, index: int, project: tuple):
         self.rng, self.index = rng, index
-        p, u, e, e1, fields, domain = project
-        self.ctx = dict(p=p, u=u, e=e, e1=e1, E1=e1.capitalize(), domain=domain,
-                        **{f"f{i}": f for i, f in enumerate(fields)})
+        self.ctx = project_words(project)
         start = datetime(2024, 1, 8) + timedelta(days=rng.randrange(0, 200), hours=rng.randrange(8, 21),
                                                  minutes=rng.randrange(0, 60))
         self.dates = [start]
@@ -566,9 +570,8 @@ def pastes_add(data: list[dict], seed: int = SEED) -> list[dict]:
     rng = random.Random(seed * 7919 + 1)
     out = json.loads(json.dumps(data))
     for i, sample in enumerate(out):
-        p, u, e, e1, fields, domain = PROJECTS[i]
-        ctx = dict(p=p, u=u, e=e, e1=e1, E1=e1.capitalize(), domain=domain,
-                   **{f"f{j}": f for j, f in enumerate(fields)})
+        ctx = project_words(PROJECTS[i])
+        u = ctx["u"]
         for key, turns in sample["conversation"].items():
             if not (key.startswith("session_") and isinstance(turns, list)):
                 continue

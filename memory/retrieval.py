@@ -175,10 +175,10 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
                         exclude_session_id=exclude_session_id, skip_ids=skip_ids)
     if not cands:
         return []
-    ranked = _ranked(tenant=tenant, user_ids=user_ids, cands=cands, k=k, token_budget=token_budget, now=now,
-                     as_of=as_of, thread=plan.thread and settings.MEMORY_THREAD_QUESTIONS)
-    expand = neighbours is not None and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     part_max = settings.MEMORY_EXCERPT_MAX_TOKENS if token_budget is not None else 0
+    ranked = _ranked(tenant=tenant, user_ids=user_ids, cands=cands, k=k, token_budget=token_budget, part_max=part_max,
+                     now=now, as_of=as_of, thread=plan.thread and settings.MEMORY_THREAD_QUESTIONS)
+    expand = neighbours is not None and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     walk = _BudgetWalk(
         block=BlockBudget(token_budget), k=k, part_max=part_max,
         weights=key_weights(query_keys(plan.text), [r["text"] for _, r in ranked]) if part_max else {},
@@ -224,12 +224,12 @@ def _candidates(*, tenant, user_ids: list[str], plan: QueryPlan, pending, now: d
 
 
 def _ranked(*, tenant, user_ids: list[str], cands: dict[str, Candidate], k: int, token_budget: int | None,
-            now: datetime, as_of: datetime | None, thread: bool = False) -> list[tuple[float, dict]]:
+            part_max: int, now: datetime, as_of: datetime | None, thread: bool = False) -> list[tuple[float, dict]]:
     """(final score, row) of the shortlisted candidates that the database still holds, best first within each tier:
-    each candidate's adjusted score is computed once and shown as it ranked."""
+    each candidate's adjusted score is computed once and shown as it ranked. part_max: the most a memory is shown
+    with (0: whole)."""
     shortlist = candidates_shortlist(sorted(cands.values(), key=lambda c: c.score, reverse=True), k=k,
-                                     token_budget=token_budget,
-                                     shown_max=settings.MEMORY_EXCERPT_MAX_TOKENS if token_budget is not None else None)
+                                     token_budget=token_budget, shown_max=part_max or None)
     # The database is the truth: a row changed since the point was written (deleted, superseded, expired, moved)
     # does not come back, whatever the payload says.
     rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for _, c in shortlist], now=now,

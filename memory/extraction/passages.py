@@ -25,6 +25,8 @@ from semantic_text_splitter import MarkdownSplitter
 
 from infra.tokens import count_tokens
 
+from ..actions.records import MEMORY_TEXT_MAX_CHARS
+
 
 @functools.lru_cache(maxsize=4)
 def _splitter(low: int, high: int) -> MarkdownSplitter:
@@ -55,8 +57,6 @@ def passages_split(text: str) -> list[str]:
 def _block_pieces(block: str) -> list[str]:
     """A fenced block as one passage, or as few as the memory text's bound allows: consecutive whole lines, each
     piece fenced as the block is (a line longer than the bound on its own is cut)."""
-    from ..actions.records import MEMORY_TEXT_MAX_CHARS
-
     limit = MEMORY_TEXT_MAX_CHARS - _SPEAKER_ROOM
     if len(block) <= limit:
         return [block]
@@ -64,13 +64,14 @@ def _block_pieces(block: str) -> list[str]:
     opening, fence = lines[0], lines[0][:3]
     body = lines[1:-1] if len(lines) > 1 and lines[-1].strip() == fence else lines[1:]
     room = limit - len(opening) - len(fence) - 2
+    parts = [line[i:i + room] for line in body for i in range(0, max(len(line), 1), room)]
     pieces, current, size = [], [], 0
-    for line in (part for line in body for part in (line[i:i + room] for i in range(0, max(len(line), 1), room))):
-        if current and size + len(line) + 1 > room:
+    for part in parts:
+        if current and size + len(part) + 1 > room:
             pieces.append(current)
             current, size = [], 0
-        current.append(line)
-        size += len(line) + 1
+        current.append(part)
+        size += len(part) + 1
     if current:
         pieces.append(current)
     return [f"{opening}\n" + "\n".join(piece) + f"\n{fence}" for piece in pieces]
