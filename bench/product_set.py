@@ -216,6 +216,67 @@ ASSISTANT_DETAILS = [
     ("give the health check a timeout of {secs} seconds", "What health check timeout did the assistant recommend "
      "to {u}?", "{secs} seconds"),
 ]
+# --- the gold: each planted fact as an observation in the third person (LoCoMo's gold is written that way), for
+# bench/extraction.py. Keyed by what the plant is made from, so adding them changes no generated text.
+INSTRUCTION_GOLD = {
+    "metric units": "{u} wants every answer in metric units: kilometres, kilograms and degrees Celsius.",
+    "type hints": "{u} wants type hints, return types included, in every Python snippet.",
+    "short answers": "{u} wants answers under 200 words unless they ask for the long version.",
+    "ISO dates": "{u} wants every date written as ISO 8601.",
+    "British spelling": "{u} wants British spelling in anything drafted for them.",
+    "tests with code": "{u} wants a pytest test with every code proposal.",
+    "no new dependencies": "{u} wants any new third-party dependency justified against the standard library.",
+    "UTC times": "{u} wants times shown in UTC and labelled as UTC.",
+    "SQL style": "{u} wants SQL keywords in upper case, one clause per line.",
+    "link the docs": "{u} wants a link to the official documentation of every library function mentioned.",
+}
+CORRECTION_GOLD = {  # by topic, the value as {v}
+    "deadline": "{u}'s demo for the client is due on {v}.", "team size": "{p}'s team is {v} people.",
+    "server memory": "{u}'s VPS has {v} of RAM.", "Python version": "{p} runs Python {v} in production.",
+    "hosting budget": "{u}'s hosting budget is {v} a month.", "active users": "{p} has {v} active users.",
+    "launch city": "{p} launches first in {v}.",
+}
+EVENT_GOLD = {  # by how a question names the event
+    "deploy version 1.0 to production": "{u} deployed version 1.0 of {p} to production.",
+    "run the first user test": "{u} ran {p}'s first user test with five people.",
+    "migrate the database to the new host": "{u} migrated {p}'s database to a new host.",
+    "give the demo to the client": "{u} gave the demo of {p} to the client.",
+    "find the data-loss bug in the sync job": "{u} found a data-loss bug in {p}'s sync job.",
+    "sign the contract with the design agency": "{u} signed a contract with a design agency.",
+    "get the first paying customer": "{p} got its first paying customer.",
+}
+SCHEMA_GOLD = ["{u} created the {e} table with {f0}, {f1} and {f2} as the first columns.",
+               "{u} added a {f3} column to {e} to filter on it.",
+               "{u} made {f1} nullable in {e} because older records never had it.",
+               "{u} added a unique constraint on ({f0}, {f2}) in {e} to stop duplicates.",
+               "{u} dropped the unused {f4} column from {e}."]
+DETAIL_GOLD = {  # by the question
+    "Which port does {u}'s staging server listen on?": "{u}'s staging server listens on port {port}.",
+    "Who reviews {u}'s pull requests?": "{u}'s colleague {name} reviews all the pull requests.",
+    "What is the name of {p}'s repository?": "{p}'s repository is called {repo}.",
+    "Where do {p}'s backups go?": "{p}'s backups go to a bucket named {bucket}.",
+    "Who is {u}'s contact at the client?": "{u}'s contact at the client is {client}.",
+    "At what time does the nightly export of {p} run?": "{p}'s nightly export runs at {hour}:30.",
+}
+# The filler sentences that state something durable about the user or the project (a fact, a preference, a plan,
+# an event), as observations; the others (doubts, apologies, opinions of a blog post) are chatter. The gold holds
+# each where the conversation first says it: a repeat adds nothing a memory should store again.
+FILLER_GOLD = {
+    0: "{p}'s {e} table has grown a lot since the first import and some screens feel sluggish.",
+    2: "Most of {p}'s {e} come from a spreadsheet that users still edit by hand, so the data is messy.",
+    3: "{u} prefers boring code to clever code and maintains {p} alone.",
+    4: "Nobody uses the filters on {p}'s admin page for {e}.",
+    5: "{u} wrote a script to check the {f2} values and it found a few odd rows.",
+    6: "One of {p}'s tests fails on CI about once a week.",
+    8: "{p}'s logs show the same warning about {f3} every few minutes.",
+    9: "{u} plans to ship something small this month and improve it once people use it.",
+    12: "{u} is new to {domain}.",
+    14: "A user asked {u} why an edited {e1} showed the old {f2} for a while.",
+    15: "{u} wants to understand the reasoning behind code rather than copy snippets.",
+    17: "{u} keeps notes in a markdown file.",
+    18: "{p}'s deploys take about four minutes and rolling back is manual.",
+}
+
 NAMES = ["Oluwaseun", "Margit", "Dmitri", "Beatriz", "Hamish", "Ayesha", "Joaquín", "Ingrid", "Rafferty", "Mei"]
 CLIENTS = ["Harriet at Northwind Dental", "Olu at Greenhill Estates", "Sanne at Kestrel Audio",
            "Bram at Larchmont Brewing", "Elif at Quayside Clinic", "Rhys at Marlow Outdoor"]
@@ -353,16 +414,20 @@ class Conversation:
         self.user_plants: list[list[list[str]]] = [[[] for _ in range(rng.choice((3, 3, 4)))] for _ in range(SESSIONS)]
         self.asst_plants: list[list[list[str]]] = [[[] for _ in row] for row in self.user_plants]
         self.keys: dict[str, tuple[int, str, int]] = {}  # fact key -> (session, role, turn index within role)
+        self.gold: dict[str, str] = {}  # fact key -> the fact as an observation
+        self.fillers: dict[tuple[int, int], list[int]] = {}  # (session, user turn) -> indices into USER_FILLER
         self.qa: list[dict] = []
 
-    def plant(self, key: str, session: int, sentence: str, role: str = "user") -> None:
-        """Put a sentence into a turn of the session that holds no planted sentence yet (or the least loaded)."""
+    def plant(self, key: str, session: int, sentence: str, role: str = "user", gold: str = "") -> None:
+        """Put a sentence into a turn of the session that holds no planted sentence yet (or the least loaded); `gold`
+        is the fact as an observation in the third person (the sentence itself when it names no one)."""
         plants = self.user_plants if role == "user" else self.asst_plants
         turns = plants[session]
         free = [i for i, t in enumerate(turns) if not t]
         i = self.rng.choice(free) if free else min(range(len(turns)), key=lambda j: len(turns[j]))
         turns[i].append(sentence)
         self.keys[key] = (session, role, i)
+        self.gold[key] = _fmt(gold or sentence, self.ctx)
 
     def ask(self, qtype: str, question: str, answer: str, keys: list[str]) -> None:
         self.qa.append(dict(question=_fmt(question, self.ctx), answer=_fmt(answer, self.ctx), evidence=keys,
@@ -375,7 +440,7 @@ class Conversation:
         # Standing instructions, given early (they must hold in every later session).
         chosen = rng.sample(INSTRUCTIONS, 2)
         for n, ins in enumerate(chosen):
-            self.plant(f"ins{n}", rng.choice(early[:3]), ins["say"])
+            self.plant(f"ins{n}", rng.choice(early[:3]), ins["say"], gold=INSTRUCTION_GOLD[ins["key"]])
             self.ask("standing", rng.choice(ins["direct"]), ins["answer"], [f"ins{n}"])
             self.ask("standing", rng.choice(ins["task"]), ins["answer"], [f"ins{n}"])
         self.ask("across-sessions", "Which standing rules has {u} set for the assistant's answers?",
@@ -383,9 +448,10 @@ class Conversation:
         # A preference that changes.
         topic, old, new, why_old, why_new = rng.choice(PREFERENCE_CHANGES)
         s_old, s_new = rng.choice(early), rng.choice(late)
-        self.plant("pref_old", s_old, f"For the {topic} I prefer {old}, mostly because {why_old}.")
+        self.plant("pref_old", s_old, f"For the {topic} I prefer {old}, mostly because {why_old}.",
+                   gold=f"{{u}} prefers {old} for the {topic}.")
         self.plant("pref_new", s_new, f"Small update on the {topic}: I have switched to {new} and prefer it now, "
-                                      f"{why_new}.")
+                                      f"{why_new}.", gold=f"{{u}} switched to {new} for the {topic}.")
         self.ask("update", f"Which {topic} does {{u}} prefer now?", new, ["pref_new"])
         self.ask("update", f"What did {{u}} use as the {topic} before switching?", old, ["pref_old"])
         self.ask("temporal", f"When did {{u}} say they had switched to {new}?", _iso(self.dates[s_new]), ["pref_new"])
@@ -395,8 +461,10 @@ class Conversation:
         for n, (ctopic, question, first, fixed, said, corrected) in enumerate(rng.sample(CORRECTIONS, 2)):
             first, fixed = first.format(d1=_iso(d1), d2=_iso(d2)), fixed.format(d1=_iso(d1), d2=_iso(d2))
             s1, s2 = rng.choice(early), rng.choice(late)
-            self.plant(f"cor{n}_old", s1, said.format(v=first).capitalize() + ".")
-            self.plant(f"cor{n}_new", s2, corrected.format(v=fixed).capitalize() + ".")
+            self.plant(f"cor{n}_old", s1, said.format(v=first).capitalize() + ".",
+                       gold=CORRECTION_GOLD[ctopic].replace("{v}", first))
+            self.plant(f"cor{n}_new", s2, corrected.format(v=fixed).capitalize() + ".",
+                       gold=CORRECTION_GOLD[ctopic].replace("{v}", fixed))
             self.ask("update", question, fixed, [f"cor{n}_new"])
         # The assistant's suggestions; the user later says one of them worked.
         (t1, sug1, ref1), (t2, sug2, _) = rng.sample(SUGGESTIONS, 2)
@@ -404,7 +472,8 @@ class Conversation:
         self.plant("sug1", s_sug1, f"For {t1}, I would use {_fmt(sug1, c)}.", role="assistant")
         self.plant("sug2", s_sug2, f"On {t2}: my recommendation is {_fmt(sug2, c)}.", role="assistant")
         s_adopt = rng.choice(late)
-        self.plant("adopt", s_adopt, f"By the way, I went with {ref1} for {t1} and it has been working well.")
+        self.plant("adopt", s_adopt, f"By the way, I went with {ref1} for {t1} and it has been working well.",
+                   gold=f"{{u}} went with {ref1.replace(' you ', ' the assistant ')} for {t1}.")
         self.ask("single-session", f"What did the assistant recommend to {{u}} for {t2}?", _fmt(sug2, c), ["sug2"])
         self.ask("across-sessions", f"Which of the assistant's suggestions did {{u}} adopt for {t1}, and what exactly "
                                     f"had the assistant proposed?", _fmt(sug1, c), ["sug1", "adopt"])
@@ -412,7 +481,7 @@ class Conversation:
         steps = rng.sample(range(SESSIONS), 4)
         steps.sort()
         for n, (s, step) in enumerate(zip(steps, SCHEMA_STEPS[:1] + rng.sample(SCHEMA_STEPS[1:], 3))):
-            self.plant(f"schema{n}", s, _fmt(step, c).capitalize() + ".")
+            self.plant(f"schema{n}", s, _fmt(step, c).capitalize() + ".", gold=SCHEMA_GOLD[SCHEMA_STEPS.index(step)])
         self.ask("across-sessions", "How did the {e} table's schema change over the project?",
                  "see the four schema changes", [f"schema{n}" for n in range(4)])
         # A second thread: the load time of the main page, measured three times.
@@ -435,7 +504,7 @@ class Conversation:
         when = []
         for n, ((said, name, told), s) in enumerate(zip(ev, esess)):
             phrase, back = rng.choice(RELATIVE)
-            self.plant(f"ev{n}", s, f"{phrase.capitalize()} {said}.")
+            self.plant(f"ev{n}", s, f"{phrase.capitalize()} {said}.", gold=EVENT_GOLD[name])
             when.append((name, _fmt(told, c), self.dates[s] - timedelta(days=back), phrase, s))
         name0, _, day0, phrase0, s0 = when[0]
         self.ask("temporal", f"When did {{u}} {name0}?",
@@ -457,16 +526,18 @@ class Conversation:
                     hour=rng.choice(("01", "02", "03", "04")), pool=rng.choice((10, 15, 20, 25)),
                     days=rng.choice((14, 30, 90)), secs=rng.choice((3, 5, 10)))
         for n, (said, question, answer) in enumerate(rng.sample(USER_DETAILS, 3)):
-            self.plant(f"det{n}", rng.randrange(SESSIONS), f"For the record, {said.format(**fill)}.")
+            self.plant(f"det{n}", rng.randrange(SESSIONS), f"For the record, {said.format(**fill)}.",
+                       gold=DETAIL_GOLD[question].format(u="{u}", p="{p}", **fill))
             self.ask("single-session", question, answer.format(**fill), [f"det{n}"])
         said, question, answer = rng.choice(ASSISTANT_DETAILS)
         self.plant("adet", rng.randrange(SESSIONS), f"I would {said.format(**fill)}.", role="assistant")
         self.ask("single-session", question, answer.format(**fill), ["adet"])
 
     # --- the text --------------------------------------------------------------------------------------------------
-    def _user_turn(self, s: int, plants: list[str]) -> str:
+    def _user_turn(self, s: int, i: int, plants: list[str]) -> str:
         rng, c = self.rng, dict(self.ctx, t=self.topics[s])
         body = rng.sample(USER_FILLER, rng.randint(5, 9))
+        self.fillers[(s, i)] = [USER_FILLER.index(x) for x in body]
         for p in plants:  # each planted sentence somewhere in the middle of the message
             body.insert(rng.randint(1, len(body)), p)
         cut = len(body) // 2
@@ -502,7 +573,7 @@ class Conversation:
                 for role, plants in (("user", up), ("assistant", ap)):
                     dia = f"D{s + 1}:{len(turns) + 1}"
                     where[(s, role, i)] = dia
-                    text = self._user_turn(s, plants) if role == "user" else self._assistant_turn(s, plants)
+                    text = self._user_turn(s, i, plants) if role == "user" else self._assistant_turn(s, plants)
                     turns.append({"speaker": u if role == "user" else "Assistant", "dia_id": dia, "text": text})
             conv[f"session_{s + 1}_date_time"] = _said_date(self.dates[s])
             conv[f"session_{s + 1}"] = turns
@@ -513,14 +584,21 @@ class Conversation:
                 "observation": self._observations(where)}
 
     def _observations(self, where: dict) -> dict:
-        """The planted facts the user states, per session, in LoCoMo's layout ([sentence, dia_id] under the speaker):
-        the gold that bench/extraction.py scores stored memories against. The assistant's planted suggestions are
-        not facts about the user, so they are not gold."""
-        out = {}
+        """The gold that bench/extraction.py scores stored memories against, per session in LoCoMo's layout
+        ([observation, dia_id] under the speaker): the facts planted in the user's turns and the durable facts of
+        the filler where first said, each in the third person. The assistant's planted suggestions are not facts
+        about the user, so they are not gold."""
+        out, said = {}, set()
         for s in range(SESSIONS):
-            c = dict(self.ctx, t=self.topics[s])
-            facts = [[_fmt(p, c) if "{" in p else p, where[(s, "user", i)]]
-                     for i, plants in enumerate(self.user_plants[s]) for p in plants]
+            facts = []
+            for i in range(len(self.user_plants[s])):
+                dia = where[(s, "user", i)]
+                facts += [[self.gold[k], dia] for k, (ks, role, ki) in self.keys.items()
+                          if (ks, role, ki) == (s, "user", i)]
+                for f in self.fillers[(s, i)]:
+                    if f in FILLER_GOLD and f not in said:
+                        said.add(f)
+                        facts.append([_fmt(FILLER_GOLD[f], self.ctx), dia])
             out[f"session_{s + 1}_observation"] = {self.ctx["u"]: facts} if facts else {}
         return out
 

@@ -51,3 +51,31 @@ def test_pastes_are_seeded_and_carry_no_dates():
     long_dates = sum(len(re.findall(rf"\b(?:{months})\b|\b\d{{4}}-\d\d-\d\d\b", t["text"]))
                      for t in _turns(product_set.pastes_add(base)))
     assert added and long_dates == base_dates
+
+
+def test_the_gold_is_observations_in_the_third_person_of_user_turns_each_fact_once():
+    """The extraction bench's gold: what the user's turns state, written as LoCoMo writes observations (third person,
+    naming the user or the project), each filler fact only where the conversation first says it."""
+    first_person = re.compile(r"\b(?:I|my|me|we|our)\b")
+    for sample in product_set.generate():
+        user = sample["conversation"]["speaker_a"]
+        turns = {t["dia_id"]: t for t in _turns([sample])}
+        seen = set()
+        for session in sample["observation"].values():
+            assert set(session) <= {user}
+            for text, dia in session.get(user, []):
+                assert turns[dia]["speaker"] == user
+                assert not first_person.search(text), text
+                assert "{" not in text, text
+                assert text not in seen, text  # stated again later: not gold again
+                seen.add(text)
+        planted = sum(len(v) for s in sample["observation"].values() for v in s.values())
+        assert planted >= 30
+
+
+def test_filler_gold_points_at_sentences_that_state_something():
+    for index, gold in product_set.FILLER_GOLD.items():
+        said = product_set.USER_FILLER[index]
+        # the observation and the sentence share their content words (a wrong index would not)
+        words = lambda t: {w.lower() for w in re.findall(r"[A-Za-z]{4,}", t)} - {"that", "with", "they", "their"}  # noqa: E731
+        assert words(gold) & words(said), (index, gold, said)
