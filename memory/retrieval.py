@@ -45,6 +45,7 @@ from infra.vector_store import ScopeMissing
 from .excerpts import excerpt, key_weights, query_keys
 from .extraction.classify import informative_text
 from .models import MemoryKind
+from .named_dates import said_window
 from .provenance import provenance_line
 from .rendering import BlockBudget
 from .retrieval_query import QueryPlan, query_build, query_plan, without_names
@@ -213,10 +214,19 @@ def _candidates(*, tenant, user_ids: list[str], plan: QueryPlan, pending, now: d
     searches = [search(vector=vector, into=cands)]
     for part, part_vector in zip(plan.parts, part_vectors):
         searches.append(search(vector=part_vector, into=search(text=part)))
+    window = said_window(plan.text, now) if settings.MEMORY_SEARCH_NAMED_DATES else None
+    then = {}
+    if window is not None:
+        # The question names a time: what was said then is searched on its own, and its best stands beside the best
+        # of all time (ranked in turn with it), since a question about a day is most often about that day.
+        said = (window[0].timestamp(), window[1].timestamp())
+        then = search(vector=vector, into=search(text=plan.text, said_between=said), said_between=said)
     if exclude_session_id is not None:
-        searches = [{mid: c for mid, c in found.items() if c.payload.get("session_id") != str(exclude_session_id)}
-                    for found in searches]
-    cands = candidates_fuse(*searches)
+        def kept(found: dict[str, Candidate]) -> dict[str, Candidate]:
+            return {mid: c for mid, c in found.items() if c.payload.get("session_id") != str(exclude_session_id)}
+
+        searches, then = [kept(found) for found in searches], kept(then)
+    cands = candidates_fuse(*searches, by_rank=then)
     if skip_ids:
         skip = {str(i) for i in skip_ids}
         cands = {mid: c for mid, c in cands.items() if mid not in skip}

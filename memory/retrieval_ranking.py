@@ -48,15 +48,17 @@ UNSIZED_TOKENS = 20  # a point written before sizes were kept in its payload cou
 
 def candidates_gather(*, tenant, user_ids: list[str], limit: int, now_epoch: float, vector=None,
                       text: str | None = None, into: dict[str, Candidate] | None = None,
-                      statuses=("active",)) -> dict[str, Candidate]:
-    """The dense (vector) or BM25 (text) candidates of every user in scope, added to `into`."""
+                      statuses=("active",), said_between: tuple[float, float] | None = None) -> dict[str, Candidate]:
+    """The dense (vector) or BM25 (text) candidates of every user in scope, added to `into`; said_between: only
+    those said in that window (epoch times)."""
     store = get_vector_store()
     found = {} if into is None else into
     tenant_id = str(tenant.pk)
     attr = "dense" if vector is not None else "sparse"
     try:
         searches = [Search(Scope(tenant_id=tenant_id, user_id=user_id), dense=vector, text=text, limit=limit,
-                           statuses=statuses, not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS)
+                           statuses=statuses, not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS,
+                           said_between=said_between)
                     for user_id in user_ids]
         for hits in store.search_batch(searches):  # every user's search planned as one pass over the shard
             for hit in hits:
@@ -84,9 +86,13 @@ def session_of(c: Candidate) -> str:
     return c.payload.get("session_id") or c.memory_id
 
 
-def candidates_fuse(cands: dict[str, Candidate], *more: dict[str, Candidate]) -> dict[str, Candidate]:
+def candidates_fuse(cands: dict[str, Candidate], *more: dict[str, Candidate],
+                    by_rank: dict[str, Candidate] | None = None) -> dict[str, Candidate]:
     """Fused scores and session priors; with several searches (a question's parts), each is fused on its own and a
-    candidate keeps its best, so every part's best hits stand as high as the whole question's."""
+    candidate keeps its best, so every part's best hits stand as high as the whole question's.
+
+    by_rank: a search narrowed to a few points (what was said on a day the question names): z-scores over so few
+    say little, so its n-th best takes the n-th best score of all the others, and the two rankings interleave."""
     for c, score in _fused(cands).items():
         cands[c].fused = score
     for other in more:
@@ -95,6 +101,15 @@ def candidates_fuse(cands: dict[str, Candidate], *more: dict[str, Candidate]) ->
                 cands[mid].fused = max(cands[mid].fused, score)
             else:
                 cands[mid] = other[mid]
+                cands[mid].fused = score
+    if by_rank:
+        ladder = sorted((c.fused for c in cands.values()), reverse=True)
+        own = sorted(_fused(by_rank).items(), key=lambda kv: kv[1], reverse=True)
+        for (mid, _), score in zip(own, ladder):
+            if mid in cands:
+                cands[mid].fused = max(cands[mid].fused, score)
+            else:
+                cands[mid] = by_rank[mid]
                 cands[mid].fused = score
     groups: dict[str, list[Candidate]] = defaultdict(list)
     for c in cands.values():

@@ -19,7 +19,7 @@ RRF_K = 2
 SCOPE_KEYS = frozenset({"tenant_id", "user_id", "memory_id"})
 # Payload keys the backends' post-filter (ScopeFilter.admits) and admitted_hits read: a search asked for only some
 # payload keys still returns these, so the second guard never judges a hit on a payload it cannot see.
-GUARD_KEYS = frozenset({"tenant_id", "user_id", "memory_id", "status", "kind", "expires_at"})
+GUARD_KEYS = frozenset({"tenant_id", "user_id", "memory_id", "status", "kind", "expires_at", "created_at"})
 
 
 def point_id_for(memory_id) -> str:
@@ -77,6 +77,7 @@ class Search:
     statuses: tuple[str, ...] | None = ("active",)
     not_expired_at: float | None = None
     payload_keys: tuple[str, ...] | None = None
+    said_between: tuple[float, float] | None = None  # [start, end) epoch times of created_at (when it was said)
 
 
 @dataclass

@@ -19,6 +19,7 @@ class ScopeFilter:
     kinds: tuple[str, ...] | None = None
     not_expired_at: float | None = None
     point_ids: tuple[str, ...] | None = None
+    said_between: tuple[float, float] | None = None
 
     def to_edge(self):
         from qdrant_edge import (
@@ -43,6 +44,9 @@ class ScopeFilter:
                                        FieldCondition("expires_at", range=RangeFloat(gt=self.not_expired_at))]))
         if self.point_ids is not None:
             must.append(HasIdCondition(set(self.point_ids)))
+        if self.said_between is not None:
+            must.append(FieldCondition("created_at", range=RangeFloat(gte=self.said_between[0],
+                                                                      lt=self.said_between[1])))
         return Filter(must=must)
 
     def to_client(self):
@@ -60,6 +64,9 @@ class ScopeFilter:
                                          m.FieldCondition(key="expires_at", range=m.Range(gt=self.not_expired_at))]))
         if self.point_ids is not None:
             must.append(m.HasIdCondition(has_id=list(self.point_ids)))
+        if self.said_between is not None:
+            must.append(m.FieldCondition(key="created_at", range=m.Range(gte=self.said_between[0],
+                                                                         lt=self.said_between[1])))
         return m.Filter(must=must)
 
     @property
@@ -81,14 +88,19 @@ class ScopeFilter:
             expires_at = payload.get("expires_at")
             if expires_at is not None and not expires_at > self.not_expired_at:
                 return False
+        if self.said_between is not None:
+            said = payload.get("created_at")
+            if said is None or not self.said_between[0] <= said < self.said_between[1]:
+                return False
         return True
 
 
 def scope_filter(scope: Scope, *, statuses=None, kinds=None, not_expired_at: float | None = None,
-                 memory_ids=None) -> ScopeFilter:
+                 memory_ids=None, said_between: tuple[float, float] | None = None) -> ScopeFilter:
     """The filter for one call. Raises ScopeMissing unless `scope` is a Scope naming a tenant.
 
     statuses/kinds: None means any; an empty list matches nothing. memory_ids narrows to those memories' points.
+    said_between: only points said (created_at) in [start, end), epoch times.
     """
     tenant_id = getattr(scope, "tenant_id", None) if isinstance(scope, Scope) else None
     if not tenant_id or not str(tenant_id).strip():
@@ -100,6 +112,7 @@ def scope_filter(scope: Scope, *, statuses=None, kinds=None, not_expired_at: flo
         kinds=tuple(kinds) if kinds is not None else None,
         not_expired_at=float(not_expired_at) if not_expired_at is not None else None,
         point_ids=tuple(point_id_for(m) for m in memory_ids) if memory_ids is not None else None,
+        said_between=(float(said_between[0]), float(said_between[1])) if said_between is not None else None,
     )
 
 
@@ -109,7 +122,7 @@ def search_plan(search: Search, *, dim: int):
     from .sparse import query_sparse
 
     spec = scope_filter(search.scope, statuses=search.statuses, kinds=search.kinds,
-                        not_expired_at=search.not_expired_at)
+                        not_expired_at=search.not_expired_at, said_between=search.said_between)
     if search.dense is not None and len(search.dense) != dim:
         raise ValueError(f"Query vector has {len(search.dense)} dimensions; the store holds {dim}-d vectors.")
     sparse = query_sparse(search.text)

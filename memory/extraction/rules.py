@@ -171,6 +171,11 @@ def _sentiment(verb: str) -> str:
         else "positive"
 
 
+def date_phrase_in(text: str) -> bool:
+    """Whether the text holds anything resolve_dates could read as a date (cheap: no parser)."""
+    return bool(_RX_DATE_PHRASE.search(text.lower()))
+
+
 def resolve_dates(text: str, reference: datetime | date) -> list[dict]:
     """Relative and absolute dates in the text, resolved against the message's own date: each phrase with its date
     and what span it names (day, week, weekend, month or year), in the order they are said."""

@@ -377,3 +377,51 @@ def test_a_question_naming_the_user_finds_the_answer_over_their_shortest_turns(a
     assert rank_of_answer() >= 5  # below most of the short turns
     settings.MEMORY_SEARCH_WITHOUT_NAMES = True
     assert rank_of_answer() <= 1
+
+
+def test_a_question_that_names_a_day_finds_what_was_said_that_day(alice, alice_user, settings):
+    """Five sessions talk about dinner; the question names the day of one of them. The plain search has no way to
+    tell those days apart (the words are alike), the search of that day's window does."""
+    alice.memory_ttl_days = {"event": None}
+    alice.save()
+    wanted = None
+    for n, plan in enumerate(("dinner with my brother at the Thai place", "dinner at home with a new pasta recipe",
+                              "dinner with friends from the gym", "dinner with colleagues after the offsite",
+                              "dinner with my neighbours on the terrace")):
+        session, _ = record_turns(alice, alice_user, [
+            ("user", f"Tonight I am off to have {plan}, talk later!"),
+            ("user", "The weather has been lovely all week and the garden is full of tomatoes."),
+            ("user", "Work was busy again, we shipped the new billing screen.")],
+            start=MAY_8 + timedelta(days=9 * n))
+        if n == 1:
+            wanted = session
+    day = (MAY_8 + timedelta(days=9)).strftime("%-d %B, %Y")
+    question = f"What were Ada's plans for the evening of {day}?"
+
+    def sessions_found():
+        return [m.session_id for m in memory_retrieve(tenant=alice, user=alice_user, query=question, k=2)]
+
+    settings.MEMORY_SEARCH_NAMED_DATES = False
+    assert str(wanted.pk) not in sessions_found()
+    settings.MEMORY_SEARCH_NAMED_DATES = True
+    assert str(wanted.pk) in sessions_found()  # ranked in turn with the best of all days
+
+
+def test_the_window_a_question_names():
+    from datetime import datetime, timezone
+
+    from memory.named_dates import said_window
+
+    now = datetime(2026, 12, 3, 15, tzinfo=timezone.utc)
+    utc = lambda *a: datetime(*a, tzinfo=timezone.utc)  # noqa: E731
+    # a day, with a day's margin to each side for the asker's time zone
+    assert said_window("What did Maria plan on the evening of 7 July, 2023?", now) == (utc(2023, 7, 6), utc(2023, 7, 9))
+    assert said_window("what did I say on 2024-03-05", now) == (utc(2024, 3, 4), utc(2024, 3, 7))
+    assert said_window("What did we discuss yesterday?", now) == (utc(2026, 12, 1), utc(2026, 12, 4))
+    # two days named: one window over both
+    assert said_window("Between March 3, 2024 and March 10, 2024, what changed?", now) == (utc(2024, 3, 2),
+                                                                                         utc(2024, 3, 12))
+    # nothing named, a bare month or a year, or a day still to come: no window
+    for text in ("Where has Melanie camped?", "When did Melanie go camping in July?", "What happened in 2023?",
+                 "I need a flight next Tuesday", "Remind me on 2027-01-05"):
+        assert said_window(text, now) is None, text
