@@ -206,10 +206,11 @@ def _cut_item_dropped(value, validator):
 
 
 def structured_completion(*, system: str, user: str, schema_name: str, schema: dict, fast: bool = True,
-                          kind: str = "default") -> dict:
+                          kind: str = "default", max_tokens: int | None = None) -> dict:
     """One chat call constrained by a JSON schema; returns the parsed object, validated against the schema.
 
-    `kind` names the call (extraction, bridge, anchor, rewrite, consolidate): its max_tokens and its priority.
+    `kind` names the call (extraction, bridge, anchor, rewrite, consolidate): its max_tokens and its priority;
+    `max_tokens` replaces the kind's cap for a call whose answer grows with its input.
     Raises ServiceUnavailable (retryable) on transport errors and ValueError (StructuredOutputInvalid) when the
     answer does not fit the schema even after a repair.
     """
@@ -223,7 +224,7 @@ def structured_completion(*, system: str, user: str, schema_name: str, schema: d
                 "response_format": {"type": "json_schema",
                                     "json_schema": {"name": schema_name, "schema": schema, "strict": True}},
                 "temperature": 0,
-                "max_tokens": max_tokens_for(kind),
+                "max_tokens": max_tokens or max_tokens_for(kind),
             })
     except (openai.APIConnectionError, openai.APITimeoutError, openai.RateLimitError,
             openai.InternalServerError) as exc:

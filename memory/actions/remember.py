@@ -16,7 +16,7 @@ from infra.secrets import secrets_redact
 from infra.support import SUPPORTED_SHARE, support_share
 from tenants.models import EndUser, Tenant
 
-from ..extraction.candidate import Candidate, subject_normalize
+from ..extraction.candidate import Candidate, slot_of, subject_normalize
 from ..extraction.injection import candidate_instruction_kinds
 from ..extraction.rules import rules_extract
 from ..extraction.statements import statement_normalize
@@ -129,7 +129,7 @@ def memory_remember_statements(
                 s_kind,
                 s_text,
                 source_type=source_type,
-                subject=subject_normalize(s_subject),
+                subject=slot_of(s_subject, who),
                 value=s_value,
                 confidence=confidence,
                 importance=importance,

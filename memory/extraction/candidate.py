@@ -28,5 +28,21 @@ def subject_normalize(subject: str) -> str:
     return s[:200]
 
 
+# Words that name a person, not an attribute of one. A slot is what a later statement could change (destination,
+# editor); a small model often fills `subject` with the user's name, and every statement about the user then shares
+# one slot, so each new one superseded all the others: unrelated memories were lost.
+_PERSON_SUBJECTS = frozenset({"user", "the user", "i", "me", "myself", "he", "she", "they", "them", "person",
+                              "assistant", "the assistant", "you"})
+
+
+def slot_of(subject: str, who: str) -> str:
+    """The model's subject as a slot, or '' when it names the person (their name, a part of it, a pronoun)."""
+    s = subject_normalize(subject)
+    name = subject_normalize(who)
+    if s in _PERSON_SUBJECTS or s == name or s in name.split() or s.removesuffix("'s") in (name, *name.split()):
+        return ""
+    return s
+
+
 def value_normalize(value: str) -> str:
     return re.sub(r"[\s.!?]+$", "", re.sub(r"\s+", " ", (value or "").strip().lower()))

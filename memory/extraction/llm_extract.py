@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import logging
 
-from infra.llm import StructuredOutputInvalid, structured_completion
+from infra.llm import StructuredOutputInvalid, max_tokens_for, structured_completion
 
-from .candidate import Candidate, subject_normalize
+from .candidate import Candidate, slot_of
 from .injection import candidates_screen
 
 log = logging.getLogger(__name__)
@@ -13,9 +13,13 @@ log = logging.getLogger(__name__)
 EXTRACTOR_VERSION = "1"
 KINDS = ["preference", "fact", "goal", "procedure"]
 
+# A message's answer gets room for one memory per sentence it could hold: a fixed cap cut long messages' answers
+# inside `stated` (the repair keeps the complete items, the rest was lost). Short messages keep the base room.
+ITEMS_MIN, ITEMS_MAX = 8, 24
+TOKENS_PER_SENTENCE = 18  # a short English sentence
 _MEMORIES = {
     "type": "array",
-    "maxItems": 8,
+    "maxItems": ITEMS_MIN,
     "items": {
         "type": "object",
         "properties": {
@@ -47,7 +51,8 @@ SCHEMA = {
 _SYSTEM = (
     "You extract long-term memories about a user from ONE message the user wrote, in two lists. "
     "stated: what the user states about themselves and that would still matter in a later conversation: facts "
-    "(names, places, dates, order or booking numbers), preferences, goals, habits and procedures they follow. Give "
+    "(names, places, dates, order or booking numbers), what they did or what happened to them (a trip, an event "
+    "they went to, a milestone, with when it was), preferences, goals, habits and procedures they follow. Give "
     "subject/value when the memory fills a slot that a later statement could change (destination, budget, seat "
     "preference). implied: preferences the user implies but does not state (e.g. 'the last hotel was too noisy' "
     "implies a preference for quiet rooms); only inferences a careful person would agree with, none that repeats a "
@@ -66,7 +71,8 @@ def _prompt(text: str, context: str) -> str:
     return "\n\n".join(parts)
 
 
-def _candidates(items: list, *, source_type: str, extractor: str, min_confidence: float) -> list[Candidate]:
+def _candidates(items: list, *, source_type: str, extractor: str, min_confidence: float,
+                who: str = "") -> list[Candidate]:
     out = []
     for item in items or []:
         try:
@@ -78,10 +84,22 @@ def _candidates(items: list, *, source_type: str, extractor: str, min_confidence
         if kind not in KINDS or not text or len(text) > 400 or confidence < min_confidence:
             continue
         out.append(Candidate(kind, text, source_type=source_type,
-                             subject=subject_normalize(str(item.get("subject") or "")),
+                             subject=slot_of(str(item.get("subject") or ""), who),
                              value=str(item.get("value") or "").strip()[:200], confidence=confidence,
                              importance=0.7 if kind in ("preference", "fact") else 0.6, extractor=extractor))
     return out
+
+
+def answer_room(text: str) -> int:
+    """How many memories one message's answer may hold: one per sentence-length of the message, within bounds."""
+    from infra.tokens import count_tokens
+
+    return max(ITEMS_MIN, min(ITEMS_MAX, -(-count_tokens(text) // TOKENS_PER_SENTENCE)))
+
+
+def _schema(items: int) -> dict:
+    listed = dict(_MEMORIES, maxItems=items)
+    return dict(SCHEMA, properties={"stated": listed, "implied": listed})
 
 
 def _answer(**kwargs) -> dict:
@@ -114,13 +132,18 @@ def llm_extract(text: str, *, who: str, context: str = "") -> list[Candidate]:
 
     A model told that the message is data can still be fooled by it: what it returns is screened for
     instructions to the assistant before anything else sees it."""
+    items = answer_room(text)
+    # the kind's cap holds ITEMS_MIN memories; a longer message's answer gets the same room per memory
+    room = max_tokens_for("extraction") * items // ITEMS_MIN
     answer = _answer(system=_SYSTEM.format(who=who), user=_prompt(text, context), schema_name=SCHEMA_NAME,
-                     schema=SCHEMA) or {}
+                     schema=_schema(items), max_tokens=room) or {}
     explicit = _drawn_from(candidates_screen(_candidates(
-        answer.get("stated"), source_type="user_stated", extractor="llm", min_confidence=0.5), who=who), text, who)
+        answer.get("stated"), source_type="user_stated", extractor="llm", min_confidence=0.5, who=who), who=who),
+        text, who)
     said = {c.text.strip().lower() for c in explicit}
     implicit = [c for c in _drawn_from(candidates_screen(_candidates(
-        answer.get("implied"), source_type="inferred", extractor="llm-implicit", min_confidence=0.6), who=who),
+        answer.get("implied"), source_type="inferred", extractor="llm-implicit", min_confidence=0.6, who=who),
+        who=who),
         text, who) if c.text.strip().lower() not in said]
     # What is implied is about preferences; a "fact" inferred is still only an inference.
     for c in implicit:

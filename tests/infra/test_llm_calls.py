@@ -130,6 +130,24 @@ def test_an_extraction_cut_off_inside_what_was_stated_keeps_the_complete_stateme
     assert [c.text for c in found] == ["Dana's invoices table has a currency column."]
 
 
+def test_a_long_message_gets_room_for_more_memories_a_short_one_the_base(model, settings):
+    """A fixed answer cap cut a long message's answer inside what it stated; the room grows with the message."""
+    from memory.extraction.llm_extract import ITEMS_MAX, ITEMS_MIN, llm_extract
+
+    replies, sent = model
+    settings.LLM_SCHEMA_LENGTH_LIMITS = True  # the bounds are sent, so the request shows them
+    settings.LLM_MAX_TOKENS = {"default": 500, "extraction": 400}
+    replies += ['{"stated": []}'] * 3
+    llm_extract("I live in Paris.", who="Dana")
+    llm_extract(" ".join(f"The {n}th table holds the invoices of client {n}." for n in range(12)), who="Dana")
+    llm_extract("The invoices table holds everything. " * 200, who="Dana")
+    rooms = [b["max_tokens"] for b in sent]
+    items = [b["response_format"]["json_schema"]["schema"]["properties"]["stated"]["maxItems"] for b in sent]
+    assert rooms[0] == 400 and items[0] == ITEMS_MIN
+    assert ITEMS_MIN < items[1] < ITEMS_MAX and rooms[1] == 400 * items[1] // ITEMS_MIN
+    assert items[2] == ITEMS_MAX and rooms[2] == 400 * ITEMS_MAX // ITEMS_MIN
+
+
 def test_background_calls_wait_while_a_user_call_is_in_flight(settings):
     settings.LLM_BACKGROUND_CONCURRENCY, settings.LLM_BACKGROUND_HOLD_SECONDS = 1, 10
     events: list[str] = []

@@ -160,3 +160,37 @@ def test_a_correction_extracted_first_still_corrects_the_goal_said_before_it(ali
         message_extract(tenant_id=message.tenant_id, message_id=message.pk)
     texts = [m.text for m in active_statements(alice, alice_user)]
     assert "Ada needs a flight from SFO to Newark next Tuesday." in texts and not [t for t in texts if "NYC" in t]
+
+
+def test_a_model_that_files_every_statement_under_the_users_name_supersedes_nothing(alice, alice_user, settings):
+    """A small model filled `subject` with the user's name; every statement then shared one slot, and each new one
+    superseded all the earlier, unrelated ones. A subject naming the person is no slot; a real slot still corrects."""
+    settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_API_KEY = "http://llm.test/v1", "m", "k"
+    settings.LLM_MAX_RETRIES = 0
+
+    def said(text, subject, value):
+        return _llm_answer([{"kind": "fact", "text": text, "subject": subject, "value": value, "confidence": 0.9}], [])
+
+    answers = [said("Ada keeps notes in a markdown file.", "Ada", "notes"),
+               said("Ada's deploys take about four minutes.", "Ada", "deploys"),
+               said("Ada's staging server listens on port 8443.", "ada", "port"),
+               said("Ada's editor is VS Code.", "editor", "VS Code"),
+               said("Ada's editor is Neovim.", "editor", "Neovim")]
+    with respx.mock(assert_all_called=True) as mock:
+        mock.post("http://llm.test/v1/chat/completions").mock(side_effect=answers)
+        record_turns(alice, alice_user, [
+            ("user", "I keep notes in a markdown file."), ("user", "Deploys take about four minutes."),
+            ("user", "The staging server listens on port 8443."), ("user", "My editor is VS Code."),
+            ("user", "I switched: my editor is Neovim now.")], extract=False)
+        for m in source_of_all(alice):
+            message_extract(tenant_id=m.tenant_id, message_id=m.pk)
+    texts = {m.text for m in active_statements(alice, alice_user)}
+    assert {"Ada keeps notes in a markdown file.", "Ada's deploys take about four minutes.",
+            "Ada's staging server listens on port 8443."} <= texts
+    assert any("Neovim" in t for t in texts) and not any("VS Code" in t for t in texts)  # a real slot still corrects
+
+
+def source_of_all(tenant):
+    from sessions.models import Message
+
+    return list(Message.objects.unscoped().filter(tenant=tenant, role="user").order_by("seq"))
