@@ -194,11 +194,15 @@ def structured_parse(content: str, schema: dict) -> dict:
 
 def _cut_item_dropped(value, validator):
     """An answer cut off by max_tokens inside the last item of a list: the repaired JSON closes that item half
-    written. Drop it when it is the only thing wrong, so the complete items before it count."""
+    written. Drop it when it is the only thing wrong, so the complete items before it count. Cut just as its last
+    field began (`"implied": ` closed as ""), that field is dropped when the schema does not require it."""
     paths = {tuple(e.absolute_path)[:2] for e in validator.iter_errors(value)}
     if len(paths) != 1 or not isinstance(value, dict):
         return value
     (path,) = paths
+    if (len(path) == 1 and value and path[0] == list(value)[-1]
+            and path[0] not in validator.schema.get("required", ())):
+        return {k: v for k, v in value.items() if k != path[0]}
     items = value.get(path[0]) if len(path) == 2 else None
     if not isinstance(items, list) or path[1] != len(items) - 1:
         return value

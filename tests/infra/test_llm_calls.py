@@ -130,6 +130,34 @@ def test_an_extraction_cut_off_inside_what_was_stated_keeps_the_complete_stateme
     assert [c.text for c in found] == ["Dana's invoices table has a currency column."]
 
 
+def test_an_extraction_cut_off_as_its_implied_list_began_keeps_what_was_stated(model):
+    from memory.extraction.llm_extract import llm_extract
+
+    replies, _ = model
+    item = {"kind": "fact", "subject": "", "value": "", "confidence": 0.9}
+    stated = json.dumps([dict(item, text="Dana went to a counseling workshop last Friday.")])
+    replies.append('{"stated": ' + stated + ', "implied": ')  # max_tokens hit right after the key
+    found = llm_extract("Last Friday I went to a counseling workshop and it was really enlightening.", who="Dana")
+    assert [c.text for c in found] == ["Dana went to a counseling workshop last Friday."]
+
+
+def test_a_statement_the_model_wrote_as_the_value_is_the_memory(model):
+    """A small model put a fragment in `text` and the statement in `value`; a value that does not name the user is
+    never taken for the statement."""
+    from memory.extraction.llm_extract import llm_extract
+
+    replies, _ = model
+    replies.append(json.dumps({"stated": [
+        {"kind": "fact", "text": "my husband and kids", "subject": "Dana",
+         "value": "Dana's husband and kids keep her motivated", "confidence": 0.9},
+        {"kind": "goal", "text": "kids counseling", "subject": "",
+         "value": "trans people, mental health, counseling, kids", "confidence": 0.9}]}))
+    found = llm_extract("I'm lucky to have my husband and kids; they keep me motivated. Counseling for kids next.",
+                        who="Dana")
+    assert [(c.text, c.subject, c.value) for c in found][0] == ("Dana's husband and kids keep her motivated", "", "")
+    assert found[1].text == "kids counseling"  # left as it was (the pipeline drops it as a fragment)
+
+
 def test_a_long_message_gets_room_for_more_memories_a_short_one_the_base(model, settings):
     """A fixed answer cap cut a long message's answer inside what it stated; the room grows with the message."""
     from memory.extraction.llm_extract import ITEMS_MAX, ITEMS_MIN, llm_extract
