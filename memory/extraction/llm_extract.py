@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from infra.llm import StructuredOutputInvalid, max_tokens_for, structured_completion
 
@@ -74,6 +75,9 @@ def _prompt(text: str, context: str) -> str:
     return "\n\n".join(parts)
 
 
+_THE_USER = re.compile(r"^the user('s)?\b", re.IGNORECASE)  # only as the subject: "the user" later may be anyone
+
+
 def _candidates(items: list, *, source_type: str, extractor: str, min_confidence: float,
                 who: str = "") -> list[Candidate]:
     out = []
@@ -86,6 +90,8 @@ def _candidates(items: list, *, source_type: str, extractor: str, min_confidence
             continue
         if kind not in KINDS or not text or len(text) > 400 or confidence < min_confidence:
             continue
+        if who:  # told to name the user, a small model still writes "The user" now and then
+            text = _THE_USER.sub(lambda m: who + (m.group(1) or ""), text.strip())
         subject, value = slot_of(str(item.get("subject") or ""), who), str(item.get("value") or "").strip()[:200]
         if who and statement_normalize(text, who=who) is None and statement_complete(third_person(value, who=who),
                                                                                      who=who):

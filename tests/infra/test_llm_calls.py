@@ -158,6 +158,19 @@ def test_a_statement_the_model_wrote_as_the_value_is_the_memory(model):
     assert found[1].text == "kids counseling"  # left as it was (the pipeline drops it as a fragment)
 
 
+def test_the_user_is_named_in_what_the_model_extracts(model):
+    from memory.extraction.llm_extract import llm_extract
+
+    replies, _ = model
+    replies.append(json.dumps({"stated": [
+        {"kind": "fact", "text": "The user keeps notes in a markdown file.", "subject": "", "value": "",
+         "confidence": 0.9},
+        {"kind": "fact", "text": "the user's deploys take four minutes.", "subject": "", "value": "",
+         "confidence": 0.9}]}))
+    found = llm_extract("I keep notes in a markdown file. Deploys take four minutes.", who="Dana")
+    assert [c.text for c in found] == ["Dana keeps notes in a markdown file.", "Dana's deploys take four minutes."]
+
+
 def test_a_long_message_gets_room_for_more_memories_a_short_one_the_base(model, settings):
     """A fixed answer cap cut a long message's answer inside what it stated; the room grows with the message."""
     from memory.extraction.llm_extract import ITEMS_MAX, ITEMS_MIN, llm_extract
