@@ -18,6 +18,7 @@ from infra.tokens import truncate_to_tokens
 from memory.profile import profile_render
 from orchestration.context import turn_context
 from orchestration.messages import messages_append
+from orchestration.receipts import receipt_record_later
 from sessions.models import Message, Session
 from sessions.selectors import message_list
 from sessions.services import NewMessage
@@ -136,23 +137,29 @@ def turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMess
     and the replies' episodes in one pass), so extraction never runs beside the turn's own model calls.
     """
     recorded: list[Message] = []
+    receipts: list[dict] = []
     try:
         return _turn_run(tenant=tenant, session=session, user_input=user_input, earlier=earlier,
                          client_system=client_system, max_steps=max_steps, model=model, model_options=model_options,
                          on_delta=on_delta, cancel=cancel, client_tools=client_tools, tool_results=tool_results,
-                         surface=surface, recorded=recorded)
+                         surface=surface, recorded=recorded, receipts=receipts)
     finally:
         # Once each: an input the client also sent as earlier history is recorded once and listed twice.
         pending = list(dict.fromkeys(str(m.pk) for m in recorded if m.extracted_at is None))
         if pending:
-            task_enqueue_on_commit("orchestration.tasks.messages_extract_task", str(tenant.pk), pending)
+            # The context's receipt rides with the turn's extraction: one background task per turn, not two.
+            task_enqueue_on_commit("orchestration.tasks.messages_extract_task", str(tenant.pk), pending,
+                                   receipts=receipts)
+        else:
+            for receipt in receipts:
+                receipt_record_later(receipt)
 
 
 def _turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMessage] | None, client_system: str,
               max_steps: int | None, model: ChatModel | None, model_options: dict | None,
               on_delta: Callable[[str], None] | None, cancel: threading.Event | None,
               client_tools: ClientTools | None, tool_results: ToolResults | None, surface: str,
-              recorded: list[Message]) -> TurnResult:
+              recorded: list[Message], receipts: list[dict]) -> TurnResult:
     def record(items: list[NewMessage]) -> list[Message]:
         rows = messages_append(tenant=tenant, session_id=session.pk, items=items, enqueue_extraction=False)
         recorded.extend(rows)
@@ -186,7 +193,7 @@ def _turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMes
     ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools,
                        system_prompt=_system_prompt(client_system, toolset), rewrite_query=False,
                        prompt_apart=True, resume_from_seq=open_turn[0].seq if open_turn is not None else None,
-                       surface=surface)
+                       surface=surface, receipt_to=receipts)
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
     # sent); what the loop adds on top is charged once it is known.
     quota_charge_tokens(tenant=tenant, tokens=ctx.total_tokens)

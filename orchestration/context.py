@@ -47,13 +47,16 @@ def memories_for_turn(*, tenant, session, query: str, goal: str, token_budget: i
 def turn_context(*, tenant, session, new_input: str, budget=None, tools: list[dict] | None = None,
                  system_prompt: str | None = None, include_memories: bool = True,
                  rewrite_query: bool = True, prompt_apart: bool = False,
-                 resume_from_seq: int | None = None, surface: str = "context") -> TurnContext:
+                 resume_from_seq: int | None = None, surface: str = "context",
+                 receipt_to: list | None = None) -> TurnContext:
     """Compose the context for the session's next turn. Redis errors propagate (the API answers 503).
 
     rewrite_query=False skips the LLM query rewrite: a caller whose model can search memories itself (assistant
     mode's recall tool) does not pay one more model round trip before every turn. prompt_apart: see
     context_compose (the system prompt as a stable first message); resume_from_seq: context_compose too.
-    surface: who asked (context, assistant, openai, mcp), as the context's receipt records it.
+    surface: who asked (context, assistant, openai, mcp), as the context's receipt records it. receipt_to: the
+    receipt is appended there for the caller to hand over (a turn sends it with its extraction task) instead of
+    being recorded after commit.
     """
     plan: ContextBudget = as_budget(budget)
     buf = buffer_get(tenant_id=tenant.pk, user_id=session.user_id, session_id=session.pk,
@@ -72,6 +75,10 @@ def turn_context(*, tenant, session, new_input: str, budget=None, tools: list[di
                           system_prompt=system_prompt, buffer=buf, memories=memories, memory_status=status,
                           prompt_apart=prompt_apart, profile=profile, resume_from_seq=resume_from_seq)
     if settings.CONTINUUM_RECEIPTS:
-        receipt_record_later(receipt_build(tenant=tenant, session=session, surface=surface, query=query, ctx=ctx,
-                                           retrieved=memories, left_out=left_out, profile=profile))
+        receipt = receipt_build(tenant=tenant, session=session, surface=surface, query=query, ctx=ctx,
+                                retrieved=memories, left_out=left_out, profile=profile)
+        if receipt_to is not None:
+            receipt_to.append(receipt)
+        else:
+            receipt_record_later(receipt)
     return ctx

@@ -36,10 +36,16 @@ def message_extract_task(self, tenant_id: str, message_id: str) -> int:
 
 
 @service_task(max_retries=EXTRACT_MAX_RETRIES)
-def messages_extract_task(self, tenant_id: str, message_ids: list[str]) -> int:
+def messages_extract_task(self, tenant_id: str, message_ids: list[str], receipts: list[dict] | None = None) -> int:
     """Extract a turn's messages together (orchestration.messages.messages_extract); returns how many memories
     they wrote or reinforced. Retried as message_extract_task is: each message is claimed on its own, so a rerun
-    only does what is left."""
+    only does what is left. `receipts`: the turn's context receipts, written first (a receipt's id makes a rerun
+    write nothing; one that cannot be written is logged, never a reason to retry the extraction)."""
+    for payload in receipts or []:
+        try:
+            receipt_write(payload=payload)
+        except Exception:
+            log.warning("context receipt %s not written", payload.get("id"), exc_info=True)
     results = messages_extract(tenant_id=tenant_id, message_ids=message_ids,
                                allow_llm_failure=self.request.retries >= EXTRACT_MAX_RETRIES)
     return sum(len(r.memory_ids) for r in results)

@@ -110,3 +110,42 @@ def test_a_batch_holds_at_most_one_message_that_states_facts(alice, alice_user, 
     assert [r.status for r in results] == ["done", "done"]
     seat = MemoryRecord.objects.unscoped().filter(user=alice_user, subject="seat preference")
     assert sorted(seat.values_list("value", "status")) == [("aisle", "superseded"), ("window", "active")]
+
+
+def test_the_turns_context_receipt_rides_with_its_extraction_task(llm, alice, alice_client, alice_session, queued,
+                                                                   django_capture_on_commit_callbacks, monkeypatch):
+    """One background task per turn: the receipt of the context the turn composed is handed to the extraction task,
+    not queued as a task of its own."""
+    from infra import task_queue
+
+    kwargs_seen = []
+    monkeypatch.setattr(task_queue, "task_enqueue", lambda name, *a, **kw: (queued.append((name, a)),
+                                                                             kwargs_seen.append((name, kw))))
+    llm.add(answer("Aisle seats it is."))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert turn(alice_client, alice_session, "I prefer aisle seats.").status_code == 200
+    assert [name for name, _ in queued] == [EXTRACT_TURN]
+    (name, kw), = kwargs_seen
+    (receipt,) = kw["receipts"]
+    assert receipt["session_id"] == str(alice_session.pk) and receipt["surface"] == "assistant"
+
+
+def test_the_extraction_task_writes_the_turns_receipt_once(llm, alice, alice_client, alice_session, settings,
+                                                           django_capture_on_commit_callbacks, monkeypatch):
+    from orchestration import tasks
+    from orchestration.models import ContextReceipt
+    from orchestration.tasks import messages_extract_task
+
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    monkeypatch.setattr(tasks, "messages_extract", lambda **kw: [])  # the receipt is what is looked at here
+    llm.add(answer("Aisle seats it is."))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert turn(alice_client, alice_session, "I prefer aisle seats.").status_code == 200
+    receipts = ContextReceipt.objects.for_tenant(alice).filter(session=alice_session)
+    assert [r.surface for r in receipts] == ["assistant"]
+    # delivered again (a retry, a redelivery): still one receipt
+    payload = {"id": str(receipts[0].pk), "tenant_id": str(alice.pk), "user_id": str(alice_session.user_id),
+               "session_id": str(alice_session.pk), "surface": "assistant", "created_at": "2026-12-03T10:00:00+00:00",
+               "items": []}
+    messages_extract_task.delay(str(alice.pk), [], receipts=[payload])
+    assert receipts.count() == 1
