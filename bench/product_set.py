@@ -593,8 +593,7 @@ class Conversation:
             facts = []
             for i in range(len(self.user_plants[s])):
                 dia = where[(s, "user", i)]
-                facts += [[self.gold[k], dia] for k, (ks, role, ki) in self.keys.items()
-                          if (ks, role, ki) == (s, "user", i)]
+                facts += [[self.gold[k], dia] for k, at in self.keys.items() if at == (s, "user", i)]
                 for f in self.fillers[(s, i)]:
                     if f in FILLER_GOLD and f not in said:
                         said.add(f)

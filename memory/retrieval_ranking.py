@@ -93,24 +93,22 @@ def candidates_fuse(cands: dict[str, Candidate], *more: dict[str, Candidate],
 
     by_rank: a search narrowed to a few points (what was said on a day the question names): z-scores over so few
     say little, so its n-th best takes the n-th best score of all the others, and the two rankings interleave."""
+    def keep_best(found: dict[str, Candidate], scores) -> None:
+        for mid, score in scores:
+            if mid in cands:
+                cands[mid].fused = max(cands[mid].fused, score)
+            else:
+                cands[mid] = found[mid]
+                cands[mid].fused = score
+
     for c, score in _fused(cands).items():
         cands[c].fused = score
     for other in more:
-        for mid, score in _fused(other).items():
-            if mid in cands:
-                cands[mid].fused = max(cands[mid].fused, score)
-            else:
-                cands[mid] = other[mid]
-                cands[mid].fused = score
+        keep_best(other, _fused(other).items())
     if by_rank:
         ladder = sorted((c.fused for c in cands.values()), reverse=True)
-        own = sorted(_fused(by_rank).items(), key=lambda kv: kv[1], reverse=True)
-        for (mid, _), score in zip(own, ladder):
-            if mid in cands:
-                cands[mid].fused = max(cands[mid].fused, score)
-            else:
-                cands[mid] = by_rank[mid]
-                cands[mid].fused = score
+        own = _fused(by_rank)
+        keep_best(by_rank, zip(sorted(own, key=own.get, reverse=True), ladder))
     groups: dict[str, list[Candidate]] = defaultdict(list)
     for c in cands.values():
         groups[session_of(c)].append(c)

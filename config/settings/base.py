@@ -282,7 +282,7 @@ MEMORY_THREAD_QUESTIONS = env.bool("MEMORY_THREAD_QUESTIONS", default=True)
 # A question naming people in scope is also searched without their names (memory/retrieval_query.without_names).
 MEMORY_SEARCH_WITHOUT_NAMES = env.bool("MEMORY_SEARCH_WITHOUT_NAMES", default=True)
 # A question that names a day, week or month ("on 7 July 2023", "yesterday") also searches what was said then
-# (memory/named_dates.py), fused as one more part.
+# (memory/named_dates.py), its best ranked in turn with the best of the other searches.
 MEMORY_SEARCH_NAMED_DATES = env.bool("MEMORY_SEARCH_NAMED_DATES", default=True)
 # Below this, a cut sentence says too little to be worth its tokens.
 MEMORY_EXCERPT_MIN_TOKENS = env.int("MEMORY_EXCERPT_MIN_TOKENS", default=12)

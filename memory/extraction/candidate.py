@@ -39,7 +39,7 @@ def slot_of(subject: str, who: str) -> str:
     """The model's subject as a slot, or '' when it names the person (their name, a part of it, a pronoun)."""
     s = subject_normalize(subject)
     name = subject_normalize(who)
-    if s in _PERSON_SUBJECTS or s == name or s in name.split() or s.removesuffix("'s") in (name, *name.split()):
+    if s in _PERSON_SUBJECTS or s.removesuffix("'s") in (name, *name.split()):
         return ""
     return s
 
