@@ -123,6 +123,7 @@ class CachingEmbedder:
 
     def __init__(self, inner):
         self.inner, self.model_name, self.dim = inner, inner.model_name, inner.dim
+        self.one_per_forward = getattr(inner, "one_per_forward", False)  # queries embedded as the service does
         self._cache: dict[str, list[float]] = {}
         self.caching = True
 

@@ -139,6 +139,12 @@ class LocalEmbedder:
         self._lock = threading.Lock() if self.runtime == "torch" else contextlib.nullcontext()
         self.recent = RecentVectors()
 
+    @property
+    def one_per_forward(self) -> bool:
+        """Each text is its own forward pass (int8, see _compute): several texts are faster side by side than in
+        turn, and ONNX Runtime sessions run calls side by side."""
+        return self.runtime == "onnx-int8"
+
     def embed(self, texts: list[str]) -> list[list[float]]:
         return self.recent.embed(texts, self._compute) if texts else []
 
@@ -146,7 +152,7 @@ class LocalEmbedder:
         # Dynamic int8 quantization scales each activation tensor by its own range, so a batched text's vector would
         # depend on the texts beside it (cosine ~0.99 to the same text alone): there, each text is its own batch, and a
         # memory's point, its duplicate check and a query for it all see the same vector.
-        size = 1 if self.runtime == "onnx-int8" else 64
+        size = 1 if self.one_per_forward else 64
         out: list[list[float]] = []
         for start in range(0, len(texts), size):
             out.extend(self._batch(texts[start:start + size]))
@@ -239,7 +245,9 @@ def embed_soon(texts: list[str]) -> concurrent.futures.Future:
 
     A query's embedding is the longest step of a retrieval and needs no database or vector store: the caller runs
     its keyword search and database reads meanwhile. ONNX Runtime, torch and the OpenAI client all release the GIL
-    while they work, so the two really overlap.
+    while they work, so the two really overlap. An embedder that runs one forward pass per text anyway
+    (`one_per_forward`) gets each text on a worker of its own: a query and its parts are embedded side by side, in
+    about the time of one.
     """
     global _pool
     if _pool is None:
@@ -253,13 +261,37 @@ def embed_soon(texts: list[str]) -> concurrent.futures.Future:
         failed: concurrent.futures.Future = concurrent.futures.Future()
         failed.set_exception(exc)
         return failed
-    started = threading.Event()
-    future = _pool.submit(_embed_on_worker, embedder, texts, started)
-    # The caller waits the moment its worker needs to tokenize (~0.2 ms): otherwise the worker queues for the GIL behind
-    # the caller's own Python work for up to the interpreter's switch interval (5 ms), and the embedding, the longest
-    # step of a retrieval, starts that much later.
-    started.wait(HANDOFF_TIMEOUT_SECONDS)
-    return future
+    groups = [[t] for t in texts] if getattr(embedder, "one_per_forward", False) and len(texts) > 1 else [texts]
+    futures = []
+    for group in groups:
+        started = threading.Event()
+        futures.append(_pool.submit(_embed_on_worker, embedder, group, started))
+        # The caller waits the moment its worker needs to tokenize (~0.2 ms): otherwise the worker queues for the GIL
+        # behind the caller's own Python work for up to the interpreter's switch interval (5 ms), and the embedding,
+        # the longest step of a retrieval, starts that much later.
+        started.wait(HANDOFF_TIMEOUT_SECONDS)
+    return futures[0] if len(futures) == 1 else _joined(futures)
+
+
+def _joined(futures: list[concurrent.futures.Future]) -> concurrent.futures.Future:
+    """One future for several: done when all are, with their vectors in order, or the first one's exception."""
+    joined: concurrent.futures.Future = concurrent.futures.Future()
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def one_done(_):
+        with lock:
+            left[0] -= 1
+            if left[0]:
+                return
+        try:
+            joined.set_result([v for f in futures for v in f.result()])
+        except Exception as exc:
+            joined.set_exception(exc)
+
+    for f in futures:
+        f.add_done_callback(one_done)
+    return joined
 
 
 def set_embedder(embedder: Embedder | None) -> None:

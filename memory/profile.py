@@ -6,12 +6,15 @@ by kind and status, not by query, and shown in a bounded section of its own.
 """
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from django.conf import settings
+from django.db import connection
 
+from infra.sql import column, epoch_micros, from_micros, ids_as_text, native, table, uuid_text
 from infra.tokens import count_tokens
 from tenants.models import EndUser, Tenant
 
@@ -35,7 +38,7 @@ _CHOICE = re.compile(r"\b(?:prefers?|preferred|avoids?|never|always|usually|rare
 EXPLICIT_EXTRACTORS = ("remember", "manual")  # the remember tool; the REST API's and the admin's own memories
 
 
-def _standing(m: MemoryRecord) -> bool:
+def _standing(m) -> bool:
     if m.kind == MemoryKind.PROCEDURE or m.reinforcement_count > 0 or m.extractor in EXPLICIT_EXTRACTORS:
         return True
     return m.kind == MemoryKind.PREFERENCE and bool(_CHOICE.search(m.text))
@@ -65,7 +68,26 @@ class ProfileEntry:
         return provenance_line(source_type=self.source_type, created_at=self.created_at, session_number=None)
 
 
-def _key(m: MemoryRecord) -> tuple:
+@dataclass(frozen=True)
+class _Row:
+    """What the profile reads of a memory (ids as strings)."""
+    id: str
+    kind: str
+    subject: str
+    text: str
+    source_type: str
+    confidence: float
+    created_at: datetime
+    session_id: str | None
+    source_message_id: str | None
+    reinforcement_count: int
+    extractor: str
+
+
+_FIELDS = tuple(f.name for f in fields(_Row))
+
+
+def _key(m: _Row) -> tuple:
     """Two rows say the same thing when they share kind and subject, or (without a subject) their words."""
     if m.subject:
         return (m.kind, m.subject.strip().lower())
@@ -76,14 +98,8 @@ def profile_select(*, tenant: Tenant, user: EndUser, limit: int = 30) -> list[Pr
     """The user's standing profile, most binding first: per kind, stated before inferred, then the more
     confident and the newer. Only the newest active row of a subject is kept (supersede keeps it current), and only
     what stands (_standing: instructions, choices, what was asked to be remembered or said again)."""
-    rows = (MemoryRecord.objects.for_tenant(tenant)
-            .filter(user=user, status=MemoryStatus.ACTIVE, kind__in=[k.value for k in PROFILE_KINDS],
-                    source_type__in=[s.value for s in PROFILE_SOURCES])
-            .order_by("-created_at", "id")
-            .only("id", "kind", "subject", "text", "source_type", "confidence", "created_at", "session_id",
-                  "source_message_id", "reinforcement_count", "extractor")[:PROFILE_SCAN_MAX])
-    newest: dict[tuple, MemoryRecord] = {}
-    for m in rows:  # newest first: the first row of a key is its current value
+    newest: dict[tuple, _Row] = {}
+    for m in profile_rows(tenant=tenant, user=user):  # newest first: the first row of a key is its current value
         if m.kind == MemoryKind.PREFERENCE and _UNANCHORED.match(m.subject or ""):
             continue
         newest.setdefault(_key(m), m)
@@ -91,11 +107,47 @@ def profile_select(*, tenant: Tenant, user: EndUser, limit: int = 30) -> list[Pr
     chosen = sorted((m for m in newest.values() if _standing(m)),
                     key=lambda m: (_KIND_ORDER[m.kind], _SOURCE_ORDER[m.source_type], -m.confidence,
                                    -m.created_at.timestamp()))
-    return [ProfileEntry(memory_id=str(m.pk), kind=m.kind, subject=m.subject, text=m.text,
-                         source_type=m.source_type, confidence=m.confidence, created_at=m.created_at,
-                         session_id=str(m.session_id) if m.session_id else None,
-                         source_message_id=str(m.source_message_id) if m.source_message_id else None)
+    return [ProfileEntry(memory_id=m.id, kind=m.kind, subject=m.subject, text=m.text, source_type=m.source_type,
+                         confidence=m.confidence, created_at=m.created_at, session_id=m.session_id,
+                         source_message_id=m.source_message_id)
             for m in chosen[:limit]]
+
+
+def profile_rows(*, tenant: Tenant, user: EndUser) -> list[_Row]:
+    """The user's active memories of the profile's kinds and sources, newest first, at most PROFILE_SCAN_MAX.
+
+    Read on every turn: on PostgreSQL as one prepared statement (the ORM compiling this query costs several times
+    what the database spends answering it), elsewhere through the ORM; the same rows either way (a test compares)."""
+    if not native():
+        return profile_rows_orm(tenant=tenant, user=user)
+    with connection.cursor() as cursor:
+        cursor.execute(_profile_sql(), [tenant.pk, user.pk, MemoryStatus.ACTIVE, [k.value for k in PROFILE_KINDS],
+                                        [s.value for s in PROFILE_SOURCES], PROFILE_SCAN_MAX])
+        rows = cursor.fetchall()
+    at = _FIELDS.index("created_at")
+    return [_Row(*values[:at], from_micros(values[at]), *values[at + 1:]) for values in rows]
+
+
+def profile_rows_orm(*, tenant: Tenant, user: EndUser) -> list[_Row]:
+    found = (MemoryRecord.objects.for_tenant(tenant)
+             .filter(user=user, status=MemoryStatus.ACTIVE, kind__in=[k.value for k in PROFILE_KINDS],
+                     source_type__in=[s.value for s in PROFILE_SOURCES])
+             .order_by("-created_at", "id").values(*_FIELDS)[:PROFILE_SCAN_MAX])
+    return [_Row(**ids_as_text(row, ("id", "session_id", "source_message_id"))) for row in found]
+
+
+@functools.cache
+def _profile_sql() -> str:
+    r = MemoryRecord
+    cols = []
+    for name in _FIELDS:
+        col = f"r.{column(r, name)}"
+        cols.append(uuid_text(col) if name in ("id", "session_id", "source_message_id")
+                    else epoch_micros(col) if name == "created_at" else col)
+    return (f"SELECT {', '.join(cols)} FROM {table(r)} r "
+            f"WHERE r.{column(r, 'tenant')} = %s AND r.{column(r, 'user')} = %s AND r.{column(r, 'status')} = %s "
+            f"AND r.{column(r, 'kind')} = ANY(%s) AND r.{column(r, 'source_type')} = ANY(%s) "
+            f"ORDER BY r.{column(r, 'created_at')} DESC, r.{column(r, 'id')} LIMIT %s")
 
 
 def profile_budget(total: int) -> int:

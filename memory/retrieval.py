@@ -50,6 +50,7 @@ from .provenance import provenance_line
 from .rendering import BlockBudget
 from .retrieval_query import QueryPlan, query_build, query_plan, without_names
 from .retrieval_ranking import (
+    Ask,
     Candidate,
     candidates_fuse,
     candidates_gather,
@@ -199,28 +200,26 @@ def _candidates(*, tenant, user_ids: list[str], plan: QueryPlan, pending, now: d
                 exclude_session_id, skip_ids) -> dict[str, Candidate]:
     """Every search of the plan (the text, then each part), fused, without the excluded session and skipped ids.
 
-    The keyword search needs only the text: it runs while the query is embedded (`pending`), then the dense search
-    joins it."""
-    limit = settings.MEMORY_RETRIEVAL_CANDIDATES
-    statuses = ("active",) if as_of is None else ("active", "superseded")
-    search = functools.partial(candidates_gather, tenant=tenant, user_ids=user_ids, limit=limit,
-                               now_epoch=now.timestamp(), statuses=statuses)
-    cands = search(text=plan.text)
+    The keyword searches need only the text: they run, as one batch, while the query is embedded (`pending`); then
+    the dense searches, as another."""
+    gather = functools.partial(candidates_gather, tenant=tenant, user_ids=user_ids,
+                               limit=settings.MEMORY_RETRIEVAL_CANDIDATES, now_epoch=now.timestamp(),
+                               statuses=("active",) if as_of is None else ("active", "superseded"))
+    searches: list[dict[str, Candidate]] = [{} for _ in (plan.text, *plan.parts)]
+    window = said_window(plan.text, now) if settings.MEMORY_SEARCH_NAMED_DATES else None
+    # The question names a time: what was said then is searched on its own, and its best stands beside the best of
+    # all time (ranked in turn with it), since a question about a day is most often about that day.
+    said = (window[0].timestamp(), window[1].timestamp()) if window is not None else None
+    then: dict[str, Candidate] = {}
+    texts = [Ask(found, text=t) for found, t in zip(searches, (plan.text, *plan.parts))]
+    gather([*texts, *([Ask(then, text=plan.text, said_between=said)] if said else [])])
     try:
         vector, *part_vectors = pending.result()
     except Exception as exc:
         raise ServiceUnavailable(f"Embedding the query failed: {exc.__class__.__name__}", code="embedder_unavailable") \
             from exc
-    searches = [search(vector=vector, into=cands)]
-    for part, part_vector in zip(plan.parts, part_vectors):
-        searches.append(search(vector=part_vector, into=search(text=part)))
-    window = said_window(plan.text, now) if settings.MEMORY_SEARCH_NAMED_DATES else None
-    then = {}
-    if window is not None:
-        # The question names a time: what was said then is searched on its own, and its best stands beside the best
-        # of all time (ranked in turn with it), since a question about a day is most often about that day.
-        said = (window[0].timestamp(), window[1].timestamp())
-        then = search(vector=vector, into=search(text=plan.text, said_between=said), said_between=said)
+    dense = [Ask(found, vector=v) for found, v in zip(searches, (vector, *part_vectors))]
+    gather([*dense, *([Ask(then, vector=vector, said_between=said)] if said else [])])
     if exclude_session_id is not None:
         def kept(found: dict[str, Candidate]) -> dict[str, Candidate]:
             return {mid: c for mid, c in found.items() if c.payload.get("session_id") != str(exclude_session_id)}

@@ -46,33 +46,47 @@ TIER_TOKENS = 250  # tier 0 covers twice this: about what the smallest useful me
 UNSIZED_TOKENS = 20  # a point written before sizes were kept in its payload counts as a short memory
 
 
-def candidates_gather(*, tenant, user_ids: list[str], limit: int, now_epoch: float, vector=None,
-                      text: str | None = None, into: dict[str, Candidate] | None = None,
-                      statuses=("active",), said_between: tuple[float, float] | None = None) -> dict[str, Candidate]:
-    """The dense (vector) or BM25 (text) candidates of every user in scope, added to `into`; said_between: only
-    those said in that window (epoch times)."""
+@dataclass(frozen=True)
+class Ask:
+    """One search of a retrieval: dense (vector) or BM25 (text), optionally only what was said in a window (epoch
+    times), its hits added to `into` (a search's own candidates, fused on their own)."""
+    into: dict
+    vector: list[float] | None = None
+    text: str | None = None
+    said_between: tuple[float, float] | None = None
+
+
+def candidates_gather(asks: list[Ask], *, tenant, user_ids: list[str], limit: int, now_epoch: float,
+                      statuses=("active",)) -> None:
+    """Every ask for every user in scope, as one batch over the shard (one planned pass, one call), each hit added
+    to its ask's `into` as a Candidate with its dense or sparse score."""
     store = get_vector_store()
-    found = {} if into is None else into
     tenant_id = str(tenant.pk)
-    attr = "dense" if vector is not None else "sparse"
+    searches, targets = [], []
+    for ask in asks:
+        for user_id in user_ids:
+            searches.append(Search(Scope(tenant_id=tenant_id, user_id=user_id), dense=ask.vector, text=ask.text,
+                                   limit=limit, statuses=statuses, not_expired_at=now_epoch,
+                                   payload_keys=HIT_PAYLOAD_KEYS, said_between=ask.said_between))
+            targets.append((ask.into, "dense" if ask.vector is not None else "sparse"))
+    if not searches:
+        return
     try:
-        searches = [Search(Scope(tenant_id=tenant_id, user_id=user_id), dense=vector, text=text, limit=limit,
-                           statuses=statuses, not_expired_at=now_epoch, payload_keys=HIT_PAYLOAD_KEYS,
-                           said_between=said_between)
-                    for user_id in user_ids]
-        for hits in store.search_batch(searches):  # every user's search planned as one pass over the shard
-            for hit in hits:
-                # Second guard after the store's own: a hit outside this tenant and these users is dropped.
-                if hit.payload.get("tenant_id") != tenant_id or hit.payload.get("user_id") not in user_ids:
-                    continue
-                c = found.setdefault(hit.memory_id, Candidate(hit.memory_id, hit.payload))
-                setattr(c, attr, float(hit.score))
+        answers = store.search_batch(searches)
     except ServiceUnavailable:
         raise
     except Exception as exc:
         raise ServiceUnavailable(f"Memory search failed: {exc.__class__.__name__}", code="vector_store_unavailable") \
             from exc
-    return found
+    for (found, attr), hits in zip(targets, answers, strict=True):
+        for hit in hits:
+            # Second guard after the store's own: a hit outside this tenant and these users is dropped.
+            if hit.payload.get("tenant_id") != tenant_id or hit.payload.get("user_id") not in user_ids:
+                continue
+            c = found.get(hit.memory_id)
+            if c is None:
+                c = found[hit.memory_id] = Candidate(hit.memory_id, hit.payload)
+            setattr(c, attr, float(hit.score))
 
 
 def _fused(cands: dict[str, Candidate]) -> dict[str, float]:

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import functools
 import json
-from datetime import datetime, timedelta, timezone
 
 from django.db import connection
 from django.db.models import Q
 from django.db.models.fields.json import KeyTransform
 
-from infra.sql import column, ids_as_text, native, table, uuid_text
+from infra.sql import column, epoch_micros, from_micros, ids_as_text, native, table, uuid_text
 
 from .models import NOTE_TOPIC_LABEL, MemoryKind, MemoryRecord, MemoryStatus
 
@@ -34,20 +33,10 @@ MEMORY_KEYS = ("id", "user_id", "kind", "text", "source_type", "created_at", "se
 # The keys read straight from a memory's columns; the last three of MEMORY_KEYS are derived in the read itself.
 _COLUMN_KEYS = MEMORY_KEYS[:-3]
 _ID_KEYS = ("id", "user_id", "session_id", "source_message_id")
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # A session note's topics line ("Topics: invoices, caching, ...") names what a session was about and cites the turns
 # that use those words, but holds none of what they say: read as evidence it spends the budget and stands in for
 # turns whose own words then do not come back. It stays in the note (the API, the admin); retrieval leaves it out
 # (NOTE_TOPIC_LABEL).
-
-
-def _micros(sql_column: str) -> str:
-    """A timestamp as integer microseconds since the epoch: exact, and a plain int to load."""
-    return f"(EXTRACT(EPOCH FROM {sql_column}) * 1000000)::bigint"
-
-
-def _from_micros(value):
-    return None if value is None else _EPOCH + timedelta(microseconds=value)
 
 
 def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now, as_of=None) -> dict[str, dict]:
@@ -67,7 +56,7 @@ def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now, as_o
                                        MemoryStatus.ACTIVE, now, MemoryKind.NOTE, NOTE_TOPIC_LABEL])
         rows = [dict(zip(MEMORY_KEYS, values, strict=True)) for values in cursor.fetchall()]
     for row in rows:
-        row["created_at"] = _from_micros(row["created_at"])
+        row["created_at"] = from_micros(row["created_at"])
         for key in ("dates", "passage"):
             if isinstance(row[key], str):  # Django has psycopg hand jsonb over as text; JSONField would parse it
                 row[key] = json.loads(row[key])
@@ -105,7 +94,7 @@ def _memory_sql() -> str:
         if key in _ID_KEYS:
             col = uuid_text(col)
         elif key == "created_at":
-            col = _micros(col)
+            col = epoch_micros(col)
         elif key == "source_message_ids":
             # A text[] the driver loads natively: a JSON document per row costs a json.loads each. Anything but a
             # JSON array (a stored null) reads as no list, as the ORM path reads it.

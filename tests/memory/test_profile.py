@@ -92,3 +92,28 @@ def test_only_what_stands_enters_the_profile(alice, alice_user):
     texts = {e.text for e in profile_select(tenant=alice, user=alice_user)}
     assert texts == {"Ada asked the assistant: Always answer in metric units.", "Ada prefers aisle seats.",
                      "Ada avoids United.", "Ada's hosting budget is $75 a month.", "Ada loves live music."}
+
+
+def test_the_profiles_statement_reads_what_the_orm_reads_within_its_scope(alice, alice_user, bob):
+    """On PostgreSQL the profile is read by a statement of its own: the same rows, keys and values as the ORM path,
+    newest first, and nothing of another user, another tenant, another kind or status, or the assistant's words."""
+    from django.db import connection
+
+    from memory.models import MemoryRecord, MemoryStatus
+    from memory.profile import profile_rows, profile_rows_orm
+    from tenants.services import end_user_create
+
+    assert connection.vendor == "postgresql"  # the suite runs on PostgreSQL, so the statement is the path compared
+    mine = [_make(alice, alice_user, "preference", "Ada prefers aisle seats.", minutes=1),
+            _make(alice, alice_user, "fact", "Ada lives in Porto.", subject="home city", minutes=2, confidence=0.55),
+            _make(alice, alice_user, "procedure", "Always answer in metric units.", source_type="inferred")]
+    gone = _make(alice, alice_user, "preference", "Ada prefers tea.", minutes=3)
+    MemoryRecord.objects.unscoped().filter(pk=gone.pk).update(status=MemoryStatus.DELETED)
+    _make(alice, alice_user, "event", "Ada flew to Porto.", minutes=4)
+    _make(alice, alice_user, "event", "I found three flights.", source_type="assistant", minutes=5)
+    _make(alice, end_user_create(tenant=alice, external_id="zed"), "preference", "Zed prefers jazz.")
+    _make(bob, end_user_create(tenant=bob, external_id="alice-user-1"), "preference", "Bob's user prefers coffee.")
+    native = profile_rows(tenant=alice, user=alice_user)
+    assert native == profile_rows_orm(tenant=alice, user=alice_user)
+    assert [r.id for r in native] == [str(m.pk) for m in (mine[1], mine[0], mine[2])]  # newest first
+    assert (native[0].created_at, native[0].confidence, native[0].subject) == (mine[1].created_at, 0.55, "home city")
