@@ -290,6 +290,43 @@ def test_embed_soon_with_a_silent_embedder_waits_no_longer_than_its_handoff_time
         module.set_embedder(None)
 
 
+@pytest.mark.parametrize("one_per_forward", [True, False])
+def test_an_embedder_that_runs_one_forward_per_text_gets_a_querys_texts_side_by_side(monkeypatch, one_per_forward):
+    """A query and its parts are embedded at once, each on its own worker, when the embedder runs a forward per text
+    anyway; their vectors come back in order, and a failure of either fails the whole. Others get one call."""
+    import threading
+
+    from infra import embedder as module
+
+    monkeypatch.setattr(module, "HANDOFF_TIMEOUT_SECONDS", 0.01)
+    both_inside = threading.Barrier(2, timeout=2)
+    calls = []
+
+    class PerText:
+        model_name, dim = "per-text", 1
+
+        def embed(self, texts):
+            calls.append(list(texts))
+            if one_per_forward and texts != ["alone"]:
+                both_inside.wait()  # passes only while the other text is being embedded at the same time
+            if "boom" in texts:
+                raise RuntimeError("model failed")
+            return [[float(len(t))] for t in texts]
+
+    embedder = PerText()
+    embedder.one_per_forward = one_per_forward
+    module.set_embedder(embedder)
+    try:
+        assert module.embed_soon(["one", "three"]).result(timeout=5) == [[3.0], [5.0]]
+        assert sorted(map(tuple, calls)) == ([("one",), ("three",)] if one_per_forward else [("one", "three")])
+        if one_per_forward:
+            with pytest.raises(RuntimeError):
+                module.embed_soon(["fine", "boom"]).result(timeout=5)
+        assert module.embed_soon(["alone"]).result(timeout=5) == [[5.0]]
+    finally:
+        module.set_embedder(None)
+
+
 def test_the_local_embedder_signals_as_it_enters_its_model(embedder):
     from infra import embedder as module
 

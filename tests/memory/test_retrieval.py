@@ -425,3 +425,30 @@ def test_the_window_a_question_names():
     for text in ("Where has Melanie camped?", "When did Melanie go camping in July?", "What happened in 2023?",
                  "I need a flight next Tuesday", "Remind me on 2027-01-05"):
         assert said_window(text, now) is None, text
+
+
+def test_a_retrievals_searches_reach_the_store_as_two_batches_keywords_first(alice, alice_user, settings, world):
+    """A question naming the user and a day is searched as the text, the text without the name, and that day's
+    window: every keyword search goes to the store as one batch, issued while the query is still being embedded,
+    then every dense search as another."""
+    from infra.vector_store import get_vector_store
+
+    settings.MEMORY_SEARCH_WITHOUT_NAMES = settings.MEMORY_SEARCH_NAMED_DATES = True
+    store, batches = get_vector_store(), []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        def search_batch(self, searches):
+            batches.append(sorted({"dense" if s.dense is not None else "keyword" for s in searches})
+                           + [len(searches), sum(s.said_between is not None for s in searches)])
+            return store.search_batch(searches)
+
+    set_vector_store(Recording())
+    try:
+        day = clock.now() - timedelta(days=2)
+        memory_retrieve(tenant=alice, user=alice_user, query=f"What did Ada cook on {day:%-d %B, %Y}?", k=5)
+    finally:
+        set_vector_store(store)
+    assert batches == [["keyword", 3, 1], ["dense", 3, 1]]
