@@ -427,6 +427,7 @@ def main(argv=None) -> dict:
     by_type_within: dict[int, dict[str, list[float]]] = {b: {} for b in BUDGETS}
     base_by_type: dict[str, list[float]] = {}
     answer_shown: dict[str, list[bool]] = {}  # short answers only: does the text the model reads contain it?
+    base_answer_shown: dict[str, list[bool]] = {}  # the same for the dense baseline's turns
     misses: list[dict] = []
     for sample in data:
         conv = sample["conversation"]
@@ -508,15 +509,19 @@ def main(argv=None) -> dict:
             for k in KS:
                 base["recall_at"][k].append(evidence_recall(evidence, {turns[i]["dia_id"] for i in order[:k]}))
             for budget in BUDGETS:
-                used, found = 0, set()
+                used, found, read = 0, set(), []
                 for i in order:
                     if used + line_tokens[i] > budget:
                         break
                     used += line_tokens[i]
                     found.add(turns[i]["dia_id"])
+                    read.append(lines[i])
                 base["recall_within"][budget].append(evidence_recall(evidence, found))
                 if budget == 1000:
                     base_by_type.setdefault(question_type(qa), []).append(evidence_recall(evidence, found))
+                    answer = str(qa.get("answer", "")).strip().lower()
+                    if answer and len(answer.split()) <= 3:
+                        base_answer_shown.setdefault(question_type(qa), []).append(answer in "\n".join(read).lower())
                 base["tokens"][budget].append(used)
 
     def summary(d: dict) -> dict:
@@ -569,6 +574,8 @@ def main(argv=None) -> dict:
                                           for b, types in by_type_within.items()},
         "short_answer_shown_within_1000_by_type": {t: {"rate": round(statistics.mean(v), 3), "questions": len(v)}
                                                    for t, v in sorted(answer_shown.items())},
+        "dense_baseline_short_answer_shown_within_1000_by_type": {t: round(statistics.mean(v), 3)
+                                                                  for t, v in sorted(base_answer_shown.items())},
         "dense_baseline_recall_within_1000_by_type": {t: round(statistics.mean(v), 3)
                                                       for t, v in sorted(base_by_type.items())},
         "notes": "service latency: one memory_retrieve_for_users call with a 1,000-token budget over both "
@@ -614,8 +621,10 @@ def _print(r: dict) -> None:
     print(f"full conversation: {r['full_conversation_tokens_mean']:.0f} tokens on average; "
           f"recall within 1,000 tokens by category: {r['service_recall_within_1000_by_category']}")
     if r.get("short_answer_shown_within_1000_by_type"):
-        print("short answers (3 words or fewer) shown within 1,000 tokens: " + ", ".join(
-            f"{t} {v['rate']:.3f} ({v['questions']})" for t, v in r["short_answer_shown_within_1000_by_type"].items()))
+        dense_shown = r.get("dense_baseline_short_answer_shown_within_1000_by_type") or {}
+        print("short answers (3 words or fewer) shown within 1,000 tokens, service / dense baseline: " + ", ".join(
+            f"{t} {v['rate']:.3f} / {dense_shown.get(t, 0.0):.3f} ({v['questions']})"
+            for t, v in r["short_answer_shown_within_1000_by_type"].items()))
     if r.get("service_recall_within_by_type"):
         print("recall within 500 / 1,000 / 2,000 tokens by type: " + ", ".join(
             f"{t} " + " / ".join(f"{r['service_recall_within_by_type'][str(b)][t]:.3f}" for b in BUDGETS)

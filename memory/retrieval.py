@@ -15,8 +15,9 @@ How a query is answered, and why:
    also gets the mean score of the best candidates of its own session (a session prior).
 4. Small, bounded adjustments for recency, confidence, importance and access count (within tiers of the shortlist,
    so a larger budget's ranking extends a smaller one's); then one memory per source turn (its event, the facts
-   drawn from it and its other passages say the same thing or sit in the same message), best first until k or the
-   token budget, stopping at the first that does not fit: a larger budget never returns less.
+   drawn from it and its other passages say the same thing or sit in the same message), and none whose every
+   sentence was shown already (a paragraph pasted into every session), best first until k or the token budget,
+   stopping at the first that does not fit: a larger budget never returns less.
 5. The budget counts what the model reads (memory/rendering.py): each memory's line with its resolved dates and
    its session heading when it opens one. Under a budget a long memory is shown as its best sentences for the query,
    with a marker where text was cut (memory/excerpts.py), so the budget holds evidence from more turns. The strongest
@@ -28,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -38,11 +40,12 @@ from django.db import transaction
 from infra import clock
 from infra.embedder import embed_soon
 from infra.errors import ServiceUnavailable
+from infra.sentences import sentences
 from infra.task_queue import task_enqueue
 from infra.tokens import count_tokens
 from infra.vector_store import ScopeMissing
 
-from .excerpts import excerpt, key_weights, query_keys
+from .excerpts import CUT, excerpt, key_weights, query_keys
 from .extraction.classify import informative_text
 from .models import MemoryKind
 from .named_dates import said_window
@@ -293,6 +296,7 @@ class _BudgetWalk:
     shown: list[RetrievedMemory] = field(default_factory=list)
     shown_turns: set[str] = field(default_factory=set)  # messages in the result (own memory or shown as a neighbour)
     shown_texts: set[str] = field(default_factory=set)  # words shown (both people's copy of a turn is said once)
+    shown_sentences: set[str] = field(default_factory=set)  # every sentence shown so far (sentences_said)
 
     def run(self, ranked: list[tuple[float, dict]]) -> int | None:
         """Takes what fits; returns where the budget stopped the walk (the memories from there on were left out
@@ -306,6 +310,14 @@ class _BudgetWalk:
                 continue
             m = _retrieved(row, score, self.parts(row))
             m.valid_from, m.valid_to = row.get("valid_from"), row.get("valid_to")
+            if self.part_max:
+                m.text = _excerpt(m, weights=self.weights, limit=self.part_max)
+            says = sentences_said(m.text)
+            if says and says <= self.shown_sentences:
+                # Nothing it would show is new: the same sentences were shown from another turn (a paragraph the
+                # user pastes into every session, a line a note quotes). Decided on what it shows at any budget, so
+                # a larger budget still returns everything a smaller one does.
+                continue
             fitted = self._fitted(m)
             if fitted is None:
                 return pos
@@ -328,10 +340,9 @@ class _BudgetWalk:
         return bool(turns and turns <= self.shown_turns) or _said(row) in self.shown_texts
 
     def _fitted(self, m: RetrievedMemory) -> tuple[int, bool] | None:
-        """The memory's cost, cut to what is left of the budget if need be, and whether it was cut (then nothing
-        after it is shown); None when not even its best sentences fit."""
-        if self.part_max:
-            m.text = _excerpt(m, weights=self.weights, limit=self.part_max)
+        """The memory's cost (its text already cut to its best sentences when memories are shown in part), cut to what
+        is left of the budget if need be, and whether it was cut (then nothing after it is shown); None when not even
+        its best sentences fit."""
         cost = self.block.cost(m)
         if self.block.fits(cost):
             return cost, False
@@ -360,6 +371,9 @@ class _BudgetWalk:
         self.shown_turns.update(turns_of(kind=m.kind, primary=m.source_message_id, cited=m.source_message_ids))
         self.shown_turns.update(m.neighbour_message_ids)
         self.shown_texts.add(said)
+        self.shown_sentences.update(sentences_said(m.text))
+        for turn in m.neighbours:
+            self.shown_sentences.update(sentences_said(turn))
         self.block.add(m, cost)
         m.token_count = cost
         m.provenance = provenance_line(source_type=m.source_type, created_at=m.created_at,
@@ -367,6 +381,22 @@ class _BudgetWalk:
         if m.valid_to is not None:  # asked as of a past time: say when it stopped holding
             m.provenance += f"; superseded on {m.valid_to.day} {m.valid_to:%B %Y}"
         self.shown.append(m)
+
+
+_WORDS = re.compile(r"[^\W_]+")
+SAID_MIN_WORDS = 3  # a shorter sentence ("Thanks so much!") says too little to count as news or as a repeat
+
+
+def sentences_said(text: str) -> set[str]:
+    """The sentences a shown text says, each as its lowercased words: a speaker's name or a note's label before ": "
+    and the markers where text was cut left aside, sentences of fewer than SAID_MIN_WORDS words left out."""
+    out = set()
+    for sentence in sentences(text.replace(CUT, "\n")):
+        head, colon, rest = sentence.partition(": ")
+        words = _WORDS.findall((rest if colon and len(head) <= 40 else sentence).lower())
+        if len(words) >= SAID_MIN_WORDS:
+            out.add(" ".join(words))
+    return out
 
 
 def turns_of(*, kind: str, primary: str | None, cited) -> set[str]:

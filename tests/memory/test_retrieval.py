@@ -452,3 +452,37 @@ def test_a_retrievals_searches_reach_the_store_as_two_batches_keywords_first(ali
     finally:
         set_vector_store(store)
     assert batches == [["keyword", 3, 1], ["dense", 3, 1]]
+
+
+def _walk_row(n: int, text: str) -> dict:
+    from datetime import datetime, timezone
+
+    return {"id": f"m{n}", "kind": "event", "text": text, "source_type": "user_stated",
+            "created_at": datetime(2026, 3, n, tzinfo=timezone.utc), "session_id": f"s{n}",
+            "source_message_id": f"t{n}", "source_message_ids": [f"t{n}"], "user_id": "u", "confidence": 0.8,
+            "session_number": n, "dates": []}
+
+
+def test_a_memory_whose_shown_sentences_were_all_shown_already_gives_its_place_to_news():
+    """A paragraph the user pastes into every session makes each session's passage show the same best sentence for
+    the question: the second copy would spend the budget on nothing new, so the next memory comes in instead. What
+    is new in a memory counts sentence by sentence, after a speaker's name, and the same at any budget."""
+    from memory.excerpts import key_weights, query_keys
+    from memory.rendering import BlockBudget
+    from memory.retrieval import _BudgetWalk, sentences_said
+
+    pasted = "The invoices table has grown to two million rows since the first import of the old data."
+    ranked = [(3.0, _walk_row(1, f"Priya: {pasted} My cat Miso sat on the keyboard again this morning, so "
+                                 "I lost an hour of work and had to start the migration notes from scratch.")),
+              (2.0, _walk_row(2, f"Priya: {pasted} We are moving the office to Porto next spring, which means "
+                                 "a lot of boxes, a new lease and a longer commute for everyone on the team.")),
+              (1.0, _walk_row(3, "Priya: I added a due_date column to the invoices table and an index on "
+                                 "customer_id."))]
+    question = "How has the invoices table grown and changed?"
+    walk = _BudgetWalk(block=BlockBudget(120), k=10, part_max=30,
+                       weights=key_weights(query_keys(question), [r["text"] for _, r in ranked]),
+                       nearby=None, parts=lambda row: {})
+    walk.run(ranked)
+    assert [m.memory_id for m in walk.shown] == ["m1", "m3"]
+    assert sum(pasted[:40] in m.text for m in walk.shown) == 1
+    assert sentences_said("Priya: The invoices table grew. … Thanks!") == {"the invoices table grew"}
