@@ -69,22 +69,19 @@ class ProfileEntry:
 
 
 @dataclass(frozen=True)
-class _Row:
-    """What the profile reads of a memory (ids as strings)."""
-    id: str
-    kind: str
-    subject: str
-    text: str
-    source_type: str
-    confidence: float
-    created_at: datetime
-    session_id: str | None
-    source_message_id: str | None
-    reinforcement_count: int
-    extractor: str
+class _Row(ProfileEntry):
+    """What the profile reads of a memory: its entry, and what decides whether it stands (_standing)."""
+    reinforcement_count: int = 0
+    extractor: str = ""
 
 
 _FIELDS = tuple(f.name for f in fields(_Row))
+_ENTRY_FIELDS = tuple(f.name for f in fields(ProfileEntry))
+_ID_FIELDS = ("memory_id", "session_id", "source_message_id")
+
+
+def _column(name: str) -> str:
+    return "id" if name == "memory_id" else name
 
 
 def _key(m: _Row) -> tuple:
@@ -107,10 +104,7 @@ def profile_select(*, tenant: Tenant, user: EndUser, limit: int = 30) -> list[Pr
     chosen = sorted((m for m in newest.values() if _standing(m)),
                     key=lambda m: (_KIND_ORDER[m.kind], _SOURCE_ORDER[m.source_type], -m.confidence,
                                    -m.created_at.timestamp()))
-    return [ProfileEntry(memory_id=m.id, kind=m.kind, subject=m.subject, text=m.text, source_type=m.source_type,
-                         confidence=m.confidence, created_at=m.created_at, session_id=m.session_id,
-                         source_message_id=m.source_message_id)
-            for m in chosen[:limit]]
+    return [ProfileEntry(**{name: getattr(m, name) for name in _ENTRY_FIELDS}) for m in chosen[:limit]]
 
 
 def profile_rows(*, tenant: Tenant, user: EndUser) -> list[_Row]:
@@ -132,8 +126,8 @@ def profile_rows_orm(*, tenant: Tenant, user: EndUser) -> list[_Row]:
     found = (MemoryRecord.objects.for_tenant(tenant)
              .filter(user=user, status=MemoryStatus.ACTIVE, kind__in=[k.value for k in PROFILE_KINDS],
                      source_type__in=[s.value for s in PROFILE_SOURCES])
-             .order_by("-created_at", "id").values(*_FIELDS)[:PROFILE_SCAN_MAX])
-    return [_Row(**ids_as_text(row, ("id", "session_id", "source_message_id"))) for row in found]
+             .order_by("-created_at", "id").values_list(*map(_column, _FIELDS))[:PROFILE_SCAN_MAX])
+    return [_Row(**ids_as_text(dict(zip(_FIELDS, values, strict=True)), _ID_FIELDS)) for values in found]
 
 
 @functools.cache
@@ -141,9 +135,8 @@ def _profile_sql() -> str:
     r = MemoryRecord
     cols = []
     for name in _FIELDS:
-        col = f"r.{column(r, name)}"
-        cols.append(uuid_text(col) if name in ("id", "session_id", "source_message_id")
-                    else epoch_micros(col) if name == "created_at" else col)
+        col = f"r.{column(r, _column(name))}"
+        cols.append(uuid_text(col) if name in _ID_FIELDS else epoch_micros(col) if name == "created_at" else col)
     return (f"SELECT {', '.join(cols)} FROM {table(r)} r "
             f"WHERE r.{column(r, 'tenant')} = %s AND r.{column(r, 'user')} = %s AND r.{column(r, 'status')} = %s "
             f"AND r.{column(r, 'kind')} = ANY(%s) AND r.{column(r, 'source_type')} = ANY(%s) "

@@ -115,5 +115,5 @@ def test_the_profiles_statement_reads_what_the_orm_reads_within_its_scope(alice,
     _make(bob, end_user_create(tenant=bob, external_id="alice-user-1"), "preference", "Bob's user prefers coffee.")
     native = profile_rows(tenant=alice, user=alice_user)
     assert native == profile_rows_orm(tenant=alice, user=alice_user)
-    assert [r.id for r in native] == [str(m.pk) for m in (mine[1], mine[0], mine[2])]  # newest first
+    assert [r.memory_id for r in native] == [str(m.pk) for m in (mine[1], mine[0], mine[2])]  # newest first
     assert (native[0].created_at, native[0].confidence, native[0].subject) == (mine[1].created_at, 0.55, "home city")
