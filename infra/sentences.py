@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import re
 
-# A sentence ends at ".", "!", "?" or "…" followed by whitespace, or at a line break.
-_BOUNDARY = re.compile(r"(?<=[.!?…])\s+|\n+")
+# A sentence ends at ".", "!", "?" or "…" followed by whitespace, or at a line break; but a trailing-off ellipsis
+# followed by a lower-case word ("tech stuff, work stuff... but the worst was self-doubt") goes on with the same
+# sentence: cut there, its point would be left in the next fragment.
+_BOUNDARY = re.compile(r"(?<=[.!?…])(?<!\.\.\.)(?<!…)\s+|(?:(?<=\.\.\.)|(?<=…))\s+(?![a-z])|\n+")
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:

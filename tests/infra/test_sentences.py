@@ -16,3 +16,11 @@ def test_spans_cover_exactly_the_sentences():
     spans = sentence_spans(text)
     assert [text[a:b].strip() for a, b in spans] == sentences(text) == ["First one.", "Second one!", "Third"]
     assert all(0 <= a < b <= len(text) for a, b in spans)
+
+
+def test_an_ellipsis_before_a_lower_case_word_goes_on_with_the_sentence():
+    text = "I faced all kinds of hurdles - tech stuff, workplace stuff... but the worst was self-doubt. It passed."
+    assert sentences(text) == ["I faced all kinds of hurdles - tech stuff, workplace stuff... but the worst was "
+                               "self-doubt.", "It passed."]
+    assert sentences("Well… maybe. Hmm... Then we go.") == ["Well… maybe.", "Hmm...", "Then we go."]
+    assert sentences("Wait…\nno.") == ["Wait…", "no."]  # a line break still ends it
