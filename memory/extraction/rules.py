@@ -107,8 +107,11 @@ def instruction_of(sentence: str) -> str | None:
 
 
 # A clause that starts after the object: "I like tea and I never drink coffee" keeps "tea".
+# A clause ends at a conjunction with a new subject, or at a comma, except the comma before a name set off by commas
+# ("my old area, West County, too"): that names what the clause is about. A name after the last comma is left out,
+# since at the end of a sentence it is mostly the person spoken to ("I want to open a studio, Gina.").
 _CLAUSE_END = re.compile(r"\s+(?:and|but|because|since|so|when|while|as|although|though|or)\s+(?:I|we|he|she|they|it)\b"
-                         r"|\s+(?:and|but)\s+(?=(?:never|always)\b)|,\s", re.I)
+                         r"|\s+(?:and|but)\s+(?=(?:never|always)\b)|,\s(?!(?-i:[A-Z][\w'-]*(?:\s[A-Z][\w'-]*){0,3}),)", re.I)
 
 
 def _object(value: str) -> str:

@@ -36,3 +36,15 @@ def test_standing_instructions_are_procedures(sentence):
 def test_one_off_requests_habits_and_set_phrases_are_not_instructions(sentence):
     assert instruction_of(sentence) is None
     assert not [c for c in rules_extract(sentence, who="Ada") if c.kind == "procedure"]
+
+
+@pytest.mark.parametrize("sentence, goal", [
+    # a name set off by commas names what the goal is about: it stays
+    ("I want to work on improving my old area, West County, too.", "John wants to work on improving John's old "
+                                                                   "area, West County."),
+    # a name after the last comma is the person spoken to: it goes, as does what follows a plain comma
+    ("I want to open a dance studio, Gina.", "John wants to open a dance studio."),
+    ("I want to visit Porto, it looks lovely.", "John wants to visit Porto."),
+])
+def test_a_goal_keeps_a_name_set_off_by_commas_and_drops_the_person_spoken_to(sentence, goal):
+    assert [c.text for c in rules_extract(sentence, who="John") if c.kind == "goal"] == [goal]
