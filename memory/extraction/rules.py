@@ -111,7 +111,8 @@ def instruction_of(sentence: str) -> str | None:
 # ("my old area, West County, too"): that names what the clause is about. A name after the last comma is left out,
 # since at the end of a sentence it is mostly the person spoken to ("I want to open a studio, Gina.").
 _CLAUSE_END = re.compile(r"\s+(?:and|but|because|since|so|when|while|as|although|though|or)\s+(?:I|we|he|she|they|it)\b"
-                         r"|\s+(?:and|but)\s+(?=(?:never|always)\b)|,\s(?!(?-i:[A-Z][\w'-]*(?:\s[A-Z][\w'-]*){0,3}),)", re.I)
+                         r"|\s+(?:and|but)\s+(?=(?:never|always)\b)"
+                         r"|,\s(?!(?-i:[A-Z][\w'-]*(?:\s[A-Z][\w'-]*){0,3}),)", re.I)
 
 
 def _object(value: str) -> str:
