@@ -110,13 +110,13 @@ def profile_select(*, tenant: Tenant, user: EndUser, limit: int = 30) -> list[Pr
 def profile_rows(*, tenant: Tenant, user: EndUser) -> list[_Row]:
     """The user's active memories of the profile's kinds and sources, newest first, at most PROFILE_SCAN_MAX.
 
-    Read on every turn: on PostgreSQL as one prepared statement (the ORM compiling this query costs several times
+    Read on every turn: on PostgreSQL as one hand-written statement (the ORM compiling this query costs several times
     what the database spends answering it), elsewhere through the ORM; the same rows either way (a test compares)."""
     if not native():
         return profile_rows_orm(tenant=tenant, user=user)
     with connection.cursor() as cursor:
-        cursor.execute(_profile_sql(), [tenant.pk, user.pk, MemoryStatus.ACTIVE, [k.value for k in PROFILE_KINDS],
-                                        [s.value for s in PROFILE_SOURCES], PROFILE_SCAN_MAX])
+        cursor.execute(_profile_sql(), [tenant.pk, user.pk, MemoryStatus.ACTIVE, list(_KIND_ORDER),
+                                        list(_SOURCE_ORDER), PROFILE_SCAN_MAX])
         rows = cursor.fetchall()
     at = _FIELDS.index("created_at")
     return [_Row(*values[:at], from_micros(values[at]), *values[at + 1:]) for values in rows]
@@ -124,8 +124,8 @@ def profile_rows(*, tenant: Tenant, user: EndUser) -> list[_Row]:
 
 def profile_rows_orm(*, tenant: Tenant, user: EndUser) -> list[_Row]:
     found = (MemoryRecord.objects.for_tenant(tenant)
-             .filter(user=user, status=MemoryStatus.ACTIVE, kind__in=[k.value for k in PROFILE_KINDS],
-                     source_type__in=[s.value for s in PROFILE_SOURCES])
+             .filter(user=user, status=MemoryStatus.ACTIVE, kind__in=list(_KIND_ORDER),
+                     source_type__in=list(_SOURCE_ORDER))
              .order_by("-created_at", "id").values_list(*map(_column, _FIELDS))[:PROFILE_SCAN_MAX])
     return [_Row(**ids_as_text(dict(zip(_FIELDS, values, strict=True)), _ID_FIELDS)) for values in found]
 

@@ -325,7 +325,7 @@ class _BudgetWalk:
             if (self.nearby is not None and not last and len(self.shown) < settings.MEMORY_NEIGHBOUR_EXPANSION_HITS
                     and row["kind"] == MemoryKind.EVENT):
                 cost, last = self._with_neighbours(m, cost)
-            self._show(m, cost, said=_said(row))
+            self._show(m, cost, said=_said(row), says=says)
             if last:
                 return pos + 1
         return None
@@ -367,11 +367,13 @@ class _BudgetWalk:
         m.neighbours, m.neighbour_message_ids = [], []
         return cost, True
 
-    def _show(self, m: RetrievedMemory, cost: int, *, said: str) -> None:
+    def _show(self, m: RetrievedMemory, cost: int, *, said: str, says: set[str]) -> None:
+        """says: the sentences of what it shows (sentences_said, read before any cut to the budget; a memory cut to fit
+        is the last one shown)."""
         self.shown_turns.update(turns_of(kind=m.kind, primary=m.source_message_id, cited=m.source_message_ids))
         self.shown_turns.update(m.neighbour_message_ids)
         self.shown_texts.add(said)
-        self.shown_sentences.update(sentences_said(m.text))
+        self.shown_sentences.update(says)
         for turn in m.neighbours:
             self.shown_sentences.update(sentences_said(turn))
         self.block.add(m, cost)
