@@ -8,6 +8,8 @@ chosen when it is built, so a task that runs twice writes it once.
 """
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import threading
 import uuid
@@ -15,10 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Max
 
 from infra import clock
+from infra.sql import column, native, table
 from infra.task_queue import task_get
 from infra.tokens import count_tokens
 from memory.actions import memory_access_record
@@ -139,31 +142,78 @@ def receipt_write(*, payload: dict) -> ContextReceipt | None:
 
 
 def _receipt_rows_write(payload: dict) -> ContextReceipt | None:
-    """Insert first, ask later: a receipt is written once, so the common case is two statements. Its id taken (a
-    rerun) or its session or user gone (erased since the turn: the foreign keys refuse the rows) ends the same way,
-    with whatever stands under that id."""
+    """Insert first, ask later: a receipt is written once, so the common case is one statement (two through the ORM).
+    Its id taken (a rerun) or its session or user gone (erased since the turn: the foreign keys refuse the rows) ends
+    the same way, with whatever stands under that id."""
     tenant_id = payload["tenant_id"]
     items = payload.get("items") or []
+    fields = dict(
+        pk=payload["id"], tenant_id=tenant_id, user_id=payload["user_id"], session_id=payload["session_id"],
+        surface=payload["surface"][:20], created_at=datetime.fromisoformat(payload["created_at"]),
+        query=payload.get("query") or "",
+        budget=payload.get("budget") or 0, total_tokens=payload.get("total_tokens") or 0,
+        breakdown=payload.get("breakdown") or {}, memory_status=(payload.get("memory_status") or "ok")[:16],
+        included_count=sum(1 for i in items if i["included"]),
+        left_out_count=sum(1 for i in items if not i["included"]))
+    rows = [dict(memory_uuid=i["memory_id"], included=i["included"], reason=i["reason"],
+                 section=i.get("section") or "memories", rank=i["rank"], kind=i["kind"][:12], text=i["text"],
+                 score=i["score"], score_parts=i["score_parts"], tokens=i["tokens"],
+                 source_message_ids=i["source_message_ids"]) for i in items]
     try:
         with transaction.atomic():
-            receipt = ContextReceipt.objects.for_tenant(tenant_id).create(
-                pk=payload["id"], tenant_id=tenant_id, user_id=payload["user_id"], session_id=payload["session_id"],
-                surface=payload["surface"][:20], created_at=payload["created_at"], query=payload.get("query") or "",
-                budget=payload.get("budget") or 0, total_tokens=payload.get("total_tokens") or 0,
-                breakdown=payload.get("breakdown") or {}, memory_status=(payload.get("memory_status") or "ok")[:16],
-                included_count=sum(1 for i in items if i["included"]),
-                left_out_count=sum(1 for i in items if not i["included"]))
-            ContextReceiptItem.objects.bulk_create([ContextReceiptItem(
-                receipt=receipt, tenant_id=tenant_id, memory_uuid=i["memory_id"], included=i["included"],
-                reason=i["reason"], section=i.get("section") or "memories", rank=i["rank"], kind=i["kind"][:12],
-                text=i["text"], score=i["score"], score_parts=i["score_parts"], tokens=i["tokens"],
-                source_message_ids=i["source_message_ids"]) for i in items])
+            if native():
+                _receipt_rows_insert(fields, rows)
+                # What the ORM would hand back, without reading the row again.
+                return ContextReceipt(**fields)
+            receipt = ContextReceipt.objects.for_tenant(tenant_id).create(**fields)
+            ContextReceiptItem.objects.bulk_create([ContextReceiptItem(receipt=receipt, tenant_id=tenant_id, **row)
+                                                    for row in rows])
     except IntegrityError:
         receipt = ContextReceipt.objects.for_tenant(tenant_id).filter(pk=payload["id"]).first()
         if receipt is None:
             log.info("context receipt %s skipped: its session or user was erased", payload["id"])
         return receipt
     return receipt
+
+
+# The receipt's columns in the order of the statement, then its items' (read off the models, so a renamed column
+# cannot drift from the ORM path; a test compares the rows both paths write).
+_RECEIPT_COLUMNS = ("id", "tenant", "user", "session", "surface", "created_at", "query", "budget", "total_tokens",
+                    "breakdown", "memory_status", "included_count", "left_out_count")
+_ITEM_COLUMNS = ("memory_uuid", "included", "reason", "section", "rank", "kind", "text", "score", "score_parts",
+                 "tokens", "source_message_ids")
+_ITEM_TYPES = ("uuid", "boolean", "text", "text", "integer", "text", "text", "double precision", "jsonb", "integer",
+               "jsonb")
+
+
+def _receipt_rows_insert(fields: dict, rows: list[dict]) -> None:
+    """The receipt and its items in one statement (PostgreSQL): a turn writes one in the background, and the ORM's
+    per-row model instances and JSON adaptation cost several times what the database spends."""
+    values = [fields["pk"] if name == "id" else fields[f"{name}_id"] if name in ("tenant", "user", "session")
+              else fields[name] for name in _RECEIPT_COLUMNS]
+    values[_RECEIPT_COLUMNS.index("breakdown")] = json.dumps(values[_RECEIPT_COLUMNS.index("breakdown")])
+    arrays = [[json.dumps(r[name]) if kind == "jsonb" else r[name] for r in rows]
+              for name, kind in zip(_ITEM_COLUMNS, _ITEM_TYPES, strict=True)]
+    with connection.cursor() as cursor:
+        cursor.execute(_receipt_insert_sql(), [*values, *arrays])
+
+
+@functools.cache
+def _receipt_insert_sql() -> str:
+    r, i = ContextReceipt, ContextReceiptItem
+    casts = {"id": "uuid", "tenant": "uuid", "user": "uuid", "session": "uuid", "created_at": "timestamptz",
+             "breakdown": "jsonb"}
+    placeholders = ", ".join(f"%s::{casts[n]}" if n in casts else "%s" for n in _RECEIPT_COLUMNS)
+    # jsonb travels as text (one dumped document per item) and is cast per row.
+    unnest = ", ".join(f"%s::{'text' if kind == 'jsonb' else kind}[]" for kind in _ITEM_TYPES)
+    picked = ", ".join(f"i.{column(i, n)}::jsonb" if kind == "jsonb" else f"i.{column(i, n)}"
+                       for n, kind in zip(_ITEM_COLUMNS, _ITEM_TYPES, strict=True))
+    return (f"WITH receipt AS (INSERT INTO {table(r)} ({', '.join(column(r, n) for n in _RECEIPT_COLUMNS)}) "
+            f"VALUES ({placeholders}) RETURNING {column(r, 'id')} AS id, {column(r, 'tenant')} AS tenant_id) "
+            f"INSERT INTO {table(i)} ({column(i, 'receipt')}, {column(i, 'tenant')}, "
+            f"{', '.join(column(i, n) for n in _ITEM_COLUMNS)}) "
+            f"SELECT receipt.id, receipt.tenant_id, {picked} FROM receipt, "
+            f"unnest({unnest}) AS i({', '.join(column(i, n) for n in _ITEM_COLUMNS)})")
 
 
 # --- reads -----------------------------------------------------------------------------------------------------

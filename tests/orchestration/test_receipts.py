@@ -261,3 +261,41 @@ def test_the_admin_shows_how_often_a_memory_was_used_and_links_its_receipts(alic
     assert listing.context["cl"].result_count == turns
     detail = admin_client.get(f"/admin/orchestration/contextreceipt/{item.receipt_id}/change/")
     assert detail.status_code == 200 and item.text[:40] in detail.content.decode()
+
+
+def test_the_one_statement_write_stores_what_the_orm_path_stores(alice, alice_user, alice_client, remembered,
+                                                                  monkeypatch):
+    """On PostgreSQL a receipt and its items go in as one statement; elsewhere through the ORM. Both must leave the
+    same rows (the ORM path is the reference)."""
+    from django.db import connection
+
+    from orchestration import receipts, tasks
+
+    assert connection.vendor == "postgresql"  # the suite runs on PostgreSQL, so the statement is the path compared
+    payloads = []
+    monkeypatch.setattr(tasks.context_receipt_write_task, "delay", payloads.append)
+    _context(alice_client, remembered["session"], input="What did I pack for the Alps hike?", budget=1500)
+    receipts_wait()
+    [payload] = payloads
+    payload = json.loads(json.dumps(payload))
+    assert len(payload["items"]) > 1
+
+    def written(receipt_id: str) -> tuple:
+        receipt = ContextReceipt.objects.for_tenant(alice).values().get(pk=receipt_id)
+        items = list(ContextReceiptItem.objects.for_tenant(alice).filter(receipt_id=receipt_id)
+                     .order_by("rank").values())
+        for row in (receipt, *items):
+            row.pop("id", None)
+            row.pop("receipt_id", None)
+        return receipt, items
+
+    native = receipts._receipt_rows_write(dict(payload, id="00000000-0000-4000-8000-000000000001"))
+    monkeypatch.setattr(receipts, "native", lambda: False)
+    orm = receipts._receipt_rows_write(dict(payload, id="00000000-0000-4000-8000-000000000002"))
+    assert written(str(native.pk)) == written(str(orm.pk))
+    assert (native.included_count, native.left_out_count) == (orm.included_count, orm.left_out_count)
+    assert native.created_at == orm.created_at
+    # A rerun of the same id writes nothing more and hands back what stands.
+    again = receipts._receipt_rows_write(dict(payload, id=str(native.pk)))
+    assert str(again.pk) == str(native.pk)
+    assert ContextReceipt.objects.for_tenant(alice).count() == 2
