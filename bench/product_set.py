@@ -7,6 +7,7 @@ their evidence turns, in LoCoMo's JSON layout, so `bench/locomo.py` reads it as 
 
     .venv/bin/python bench/product_set.py                 # writes bench/data/product-dev.json (seed 25)
     .venv/bin/python bench/product_set.py --pastes        # the same set with long pastes: product-dev-long.json
+    .venv/bin/python bench/product_set.py --split         # each exchange a session of its own: product-dev-split.json
     .venv/bin/python bench/locomo.py bench/data/product-dev.json --shape assistant
 
 Sources and licence: every sentence, template and word list below was written for this project (no dataset text is
@@ -40,6 +41,7 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "data" / "product-dev.json"
 OUT_LONG = Path(__file__).resolve().parent / "data" / "product-dev-long.json"
+OUT_SPLIT = Path(__file__).resolve().parent / "data" / "product-dev-split.json"
 SEED = 25
 SESSIONS = 10
 
@@ -660,6 +662,43 @@ def pastes_add(data: list[dict], seed: int = SEED) -> list[dict]:
     return out
 
 
+SPLIT_STEP = timedelta(minutes=10)  # between the sessions one session is split into: the same day, in order
+
+
+def sessions_split(data: list[dict]) -> list[dict]:
+    """The same set with every exchange (a user's message and the assistant's reply) a session of its own, ten minutes
+    after the one before, on the same day: many short sessions, as users who come back for one question at a time
+    leave them. Turns keep their ids, so the questions and their evidence are those of the set it was made from."""
+    out = []
+    for sample in json.loads(json.dumps(data)):
+        conv, new, moved = sample["conversation"], {}, {}
+        new["speaker_a"], new["speaker_b"] = conv["speaker_a"], conv["speaker_b"]
+        n, number = 1, 0
+        while f"session_{n}" in conv:
+            start = datetime.strptime(conv[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y")
+            turns = conv[f"session_{n}"]
+            exchanges = [turns[i:i + 2] for i in range(0, len(turns), 2)]
+            # Ending at the session's own time instead when starting there would reach the next day.
+            if (start + SPLIT_STEP * (len(exchanges) - 1)).date() != start.date():
+                start -= SPLIT_STEP * (len(exchanges) - 1)
+            for j, exchange in enumerate(exchanges):
+                number += 1
+                new[f"session_{number}_date_time"] = _said_date(start + SPLIT_STEP * j)
+                new[f"session_{number}"] = exchange
+                moved.update({t["dia_id"]: number for t in exchange})
+            n += 1
+        observations = {}
+        for facts_by in sample.get("observation", {}).values():
+            for who, facts in facts_by.items():
+                for fact, dia in facts:
+                    observations.setdefault(f"session_{moved[dia]}_observation", {}).setdefault(who, []).append(
+                        [fact, dia])
+        sample["conversation"], sample["observation"] = new, observations
+        sample["sample_id"] += "-split"
+        out.append(sample)
+    return out
+
+
 def generate(seed: int = SEED) -> list[dict]:
     rng = random.Random(seed)
     out = []
@@ -691,14 +730,20 @@ def main(argv=None) -> None:
     p.add_argument("--quick", action="store_true", help="write to a temporary file instead (the set takes seconds)")
     p.add_argument("--pastes", action="store_true",
                    help=f"the same set with long pastes in a share of its turns (default out: {OUT_LONG.name})")
+    p.add_argument("--split", action="store_true",
+                   help=f"the same set with each exchange a session of its own (default out: {OUT_SPLIT.name})")
     args = p.parse_args(argv)
-    if args.pastes and args.out == str(OUT):
-        args.out = str(OUT_LONG)
+    if args.pastes and args.split:
+        p.error("--pastes and --split make two different sets: choose one")
+    if args.out == str(OUT) and (args.pastes or args.split):
+        args.out = str(OUT_LONG if args.pastes else OUT_SPLIT)
     if args.quick:
         args.out = str(Path(tempfile.mkdtemp(prefix="product-set-")) / Path(args.out).name)
     data = generate(args.seed)
     if args.pastes:
         data = pastes_add(data, args.seed)
+    if args.split:
+        data = sessions_split(data)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps(describe(data)))

@@ -79,3 +79,27 @@ def test_filler_gold_points_at_sentences_that_state_something():
         # the observation and the sentence share their content words (a wrong index would not)
         words = lambda t: {w.lower() for w in re.findall(r"[A-Za-z]{4,}", t)} - {"that", "with", "they", "their"}  # noqa: E731
         assert words(gold) & words(said), (index, gold, said)
+
+
+def test_split_sessions_hold_one_exchange_each_on_the_day_of_the_session_they_came_from():
+    from bench.locomo import sessions_of
+
+    base = product_set.generate()
+    split = product_set.sessions_split(base)
+    assert [s["qa"] for s in split] == [s["qa"] for s in base]
+    assert [t for t in _turns(split)] == [t for t in _turns(base)]  # every turn, in order, unchanged
+    for before, after in zip(base, split, strict=True):
+        old, new = sessions_of(before["conversation"]), sessions_of(after["conversation"])
+        assert len(new) > 3 * len(old)
+        assert all(len(turns) <= 2 and turns[0]["speaker"] != "Assistant" for _, _, turns in new)
+        day_of = {t["dia_id"]: when.date() for _, when, turns in old for t in turns}
+        assert {t["dia_id"]: when.date() for _, when, turns in new for t in turns} == day_of
+        times = [when for _, when, _ in new]
+        assert times == sorted(times)
+        # The extraction gold follows its turns into their new sessions.
+        gold = {(f, d) for facts in before["observation"].values() for fs in facts.values() for f, d in fs}
+        moved = {(f, d) for facts in after["observation"].values() for fs in facts.values() for f, d in fs}
+        assert gold == moved
+        number = {t["dia_id"]: n for n, _, turns in new for t in turns}
+        assert all(number[d] == int(key.split("_")[1]) for key, facts in after["observation"].items()
+                   for fs in facts.values() for _, d in fs)
