@@ -162,9 +162,9 @@ def _receipt_rows_write(payload: dict) -> ContextReceipt | None:
     try:
         with transaction.atomic():
             if native():
-                _receipt_rows_insert(fields, rows)
-                # What the ORM would hand back, without reading the row again.
-                return ContextReceipt(**fields)
+                receipt = ContextReceipt(**fields)  # what the ORM would hand back, without reading the row again
+                _receipt_rows_insert(receipt, rows)
+                return receipt
             receipt = ContextReceipt.objects.for_tenant(tenant_id).create(**fields)
             ContextReceiptItem.objects.bulk_create([ContextReceiptItem(receipt=receipt, tenant_id=tenant_id, **row)
                                                     for row in rows])
@@ -176,44 +176,44 @@ def _receipt_rows_write(payload: dict) -> ContextReceipt | None:
     return receipt
 
 
-# The receipt's columns in the order of the statement, then its items' (read off the models, so a renamed column
-# cannot drift from the ORM path; a test compares the rows both paths write).
-_RECEIPT_COLUMNS = ("id", "tenant", "user", "session", "surface", "created_at", "query", "budget", "total_tokens",
-                    "breakdown", "memory_status", "included_count", "left_out_count")
-_ITEM_COLUMNS = ("memory_uuid", "included", "reason", "section", "rank", "kind", "text", "score", "score_parts",
-                 "tokens", "source_message_ids")
-_ITEM_TYPES = ("uuid", "boolean", "text", "text", "integer", "text", "text", "double precision", "jsonb", "integer",
-               "jsonb")
+# The receipt's and its items' columns, each with the type the statement casts its value to (None: as the driver sends
+# it); names are read off the models, so a renamed column cannot drift from the ORM path (a test compares the rows
+# both paths write). A jsonb value travels as its dumped text.
+_RECEIPT_COLUMNS = (("id", "uuid"), ("tenant", "uuid"), ("user", "uuid"), ("session", "uuid"), ("surface", None),
+                    ("created_at", "timestamptz"), ("query", None), ("budget", None), ("total_tokens", None),
+                    ("breakdown", "jsonb"), ("memory_status", None), ("included_count", None),
+                    ("left_out_count", None))
+_ITEM_COLUMNS = (("memory_uuid", "uuid"), ("included", "boolean"), ("reason", "text"), ("section", "text"),
+                 ("rank", "integer"), ("kind", "text"), ("text", "text"), ("score", "double precision"),
+                 ("score_parts", "jsonb"), ("tokens", "integer"), ("source_message_ids", "jsonb"))
 
 
-def _receipt_rows_insert(fields: dict, rows: list[dict]) -> None:
+def _receipt_rows_insert(receipt: ContextReceipt, rows: list[dict]) -> None:
     """The receipt and its items in one statement (PostgreSQL): a turn writes one in the background, and the ORM's
     per-row model instances and JSON adaptation cost several times what the database spends."""
-    values = [fields["pk"] if name == "id" else fields[f"{name}_id"] if name in ("tenant", "user", "session")
-              else fields[name] for name in _RECEIPT_COLUMNS]
-    values[_RECEIPT_COLUMNS.index("breakdown")] = json.dumps(values[_RECEIPT_COLUMNS.index("breakdown")])
-    arrays = [[json.dumps(r[name]) if kind == "jsonb" else r[name] for r in rows]
-              for name, kind in zip(_ITEM_COLUMNS, _ITEM_TYPES, strict=True)]
+    meta = ContextReceipt._meta
+    values = [_param(getattr(receipt, meta.get_field(name).attname), kind) for name, kind in _RECEIPT_COLUMNS]
+    arrays = [[_param(r[name], kind) for r in rows] for name, kind in _ITEM_COLUMNS]
     with connection.cursor() as cursor:
         cursor.execute(_receipt_insert_sql(), [*values, *arrays])
+
+
+def _param(value, kind: str | None):
+    return json.dumps(value) if kind == "jsonb" else value
 
 
 @functools.cache
 def _receipt_insert_sql() -> str:
     r, i = ContextReceipt, ContextReceiptItem
-    casts = {"id": "uuid", "tenant": "uuid", "user": "uuid", "session": "uuid", "created_at": "timestamptz",
-             "breakdown": "jsonb"}
-    placeholders = ", ".join(f"%s::{casts[n]}" if n in casts else "%s" for n in _RECEIPT_COLUMNS)
-    # jsonb travels as text (one dumped document per item) and is cast per row.
-    unnest = ", ".join(f"%s::{'text' if kind == 'jsonb' else kind}[]" for kind in _ITEM_TYPES)
-    picked = ", ".join(f"i.{column(i, n)}::jsonb" if kind == "jsonb" else f"i.{column(i, n)}"
-                       for n, kind in zip(_ITEM_COLUMNS, _ITEM_TYPES, strict=True))
-    return (f"WITH receipt AS (INSERT INTO {table(r)} ({', '.join(column(r, n) for n in _RECEIPT_COLUMNS)}) "
+    placeholders = ", ".join(f"%s::{kind}" if kind else "%s" for _, kind in _RECEIPT_COLUMNS)
+    unnest = ", ".join(f"%s::{'text' if kind == 'jsonb' else kind}[]" for _, kind in _ITEM_COLUMNS)
+    items = [column(i, name) for name, _ in _ITEM_COLUMNS]
+    picked = ", ".join(f"i.{c}::jsonb" if kind == "jsonb" else f"i.{c}"
+                       for c, (_, kind) in zip(items, _ITEM_COLUMNS, strict=True))
+    return (f"WITH receipt AS (INSERT INTO {table(r)} ({', '.join(column(r, n) for n, _ in _RECEIPT_COLUMNS)}) "
             f"VALUES ({placeholders}) RETURNING {column(r, 'id')} AS id, {column(r, 'tenant')} AS tenant_id) "
-            f"INSERT INTO {table(i)} ({column(i, 'receipt')}, {column(i, 'tenant')}, "
-            f"{', '.join(column(i, n) for n in _ITEM_COLUMNS)}) "
-            f"SELECT receipt.id, receipt.tenant_id, {picked} FROM receipt, "
-            f"unnest({unnest}) AS i({', '.join(column(i, n) for n in _ITEM_COLUMNS)})")
+            f"INSERT INTO {table(i)} ({column(i, 'receipt')}, {column(i, 'tenant')}, {', '.join(items)}) "
+            f"SELECT receipt.id, receipt.tenant_id, {picked} FROM receipt, unnest({unnest}) AS i({', '.join(items)})")
 
 
 # --- reads -----------------------------------------------------------------------------------------------------
