@@ -3,6 +3,7 @@ and a contradiction older than the slot's value is kept as history only."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -52,6 +53,11 @@ def _nearest_same_kind(*, tenant, user, candidate: Candidate, vector: list[float
     return hits[0].memory_id, float(hits[0].score)
 
 
+def _words(text: str) -> str:
+    """A statement's words, lowercased, without punctuation: what makes two statements the same words."""
+    return " ".join(re.findall(r"[^\W_]+", (text or "").lower()))
+
+
 def _passages_of_one_message(a: Candidate, b: Candidate) -> bool:
     return a.kind == b.kind == MemoryKind.EVENT and "passage" in a.metadata and "passage" in b.metadata
 
@@ -77,12 +83,21 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
         if candidate.subject:
             same_slot = list(MemoryRecord.objects.for_tenant(tenant).filter(user=user, subject=candidate.subject,
                                                          status=MemoryStatus.ACTIVE)
-                             .order_by("-created_at").values_list("id", "value", "created_at"))
+                             .order_by("-created_at").values_list("id", "value", "created_at", "text"))
+            # The same statement again is the same memory, whatever value the model read off it this time: a small
+            # model fills the slot of a remark loosely ("not sure whether X belongs in the web process" under
+            # "web process", valued once "undecided" and once "background job"), and by value alone the second telling
+            # superseded the first with the very same words.
+            words = _words(candidate.text)
+            same_words = [str(mid) for mid, _, _, text in same_slot if _words(text) == words]
+            if same_words:
+                decisions.append(Decision(candidate, REINFORCE, same_words[:1], 1.0))
+                continue
             if same_slot:
-                differing = [str(mid) for mid, value, _ in same_slot
+                differing = [str(mid) for mid, value, _, _ in same_slot
                              if value_normalize(value) != value_normalize(candidate.value)]
-                agreeing = [str(mid) for mid, _, _ in same_slot if str(mid) not in differing]
-                newer = [str(mid) for mid, _, created in same_slot
+                agreeing = [str(mid) for mid, _, _, _ in same_slot if str(mid) not in differing]
+                newer = [str(mid) for mid, _, created, _ in same_slot
                          if str(mid) in differing and stated_at is not None and created > stated_at]
                 if newer:
                     decisions.append(Decision(candidate, OUTDATED, newer[:1]))

@@ -190,6 +190,36 @@ def test_a_model_that_files_every_statement_under_the_users_name_supersedes_noth
     assert any("Neovim" in t for t in texts) and not any("VS Code" in t for t in texts)  # a real slot still corrects
 
 
+def test_the_same_statement_again_reinforces_whatever_value_the_model_gave_it(alice, alice_user, settings):
+    """The local model filed a remark under a slot and read a different value off it each time it was said: by value
+    alone the second telling superseded the first, the very same words. Fails on the code that compared values only.
+    A different statement of the slot still corrects it."""
+    settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_API_KEY = "http://llm.test/v1", "m", "k"
+    settings.LLM_MAX_RETRIES = 0
+    remark = "Ada is not sure whether the importer belongs in the web process."
+
+    def said(text, value):
+        return _llm_answer([{"kind": "fact", "text": text, "subject": "importer", "value": value,
+                             "confidence": 0.9}], [])
+
+    answers = [said(remark, "undecided"), said(remark, "web process"),
+               said("Ada's importer runs in a background job.", "background job")]
+    with respx.mock(assert_all_called=True) as mock:
+        mock.post("http://llm.test/v1/chat/completions").mock(side_effect=answers)
+        record_turns(alice, alice_user, [
+            ("user", "I am not sure whether the importer belongs in the web process."),
+            ("user", "Still not sure whether the importer belongs in the web process."),
+            ("user", "Decided: the importer runs in a background job.")], extract=False)
+        messages = source_of_all(alice)
+        for m in messages[:2]:
+            message_extract(tenant_id=m.tenant_id, message_id=m.pk)
+        told = MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, text=remark)
+        assert [(m.status, m.reinforcement_count) for m in told] == [("active", 1)]
+        message_extract(tenant_id=messages[2].tenant_id, message_id=messages[2].pk)
+    texts = {m.text for m in active_statements(alice, alice_user)}
+    assert "Ada's importer runs in a background job." in texts and remark not in texts
+
+
 def source_of_all(tenant):
     from sessions.models import Message
 
