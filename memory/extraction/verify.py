@@ -3,7 +3,6 @@ and a contradiction older than the slot's value is kept as history only."""
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -53,11 +52,6 @@ def _nearest_same_kind(*, tenant, user, candidate: Candidate, vector: list[float
     return hits[0].memory_id, float(hits[0].score)
 
 
-def _words(text: str) -> str:
-    """A statement's words, lowercased, without punctuation: what makes two statements the same words."""
-    return " ".join(re.findall(r"[^\W_]+", (text or "").lower()))
-
-
 def _passages_of_one_message(a: Candidate, b: Candidate) -> bool:
     return a.kind == b.kind == MemoryKind.EVENT and "passage" in a.metadata and "passage" in b.metadata
 
@@ -88,8 +82,8 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
             # model fills the slot of a remark loosely ("not sure whether X belongs in the web process" under
             # "web process", valued once "undecided" and once "background job"), and by value alone the second telling
             # superseded the first with the very same words.
-            words = _words(candidate.text)
-            same_words = [str(mid) for mid, _, _, text in same_slot if _words(text) == words]
+            words = value_normalize(candidate.text)
+            same_words = [str(mid) for mid, _, _, text in same_slot if value_normalize(text) == words]
             if same_words:
                 decisions.append(Decision(candidate, REINFORCE, same_words[:1], 1.0))
                 continue
