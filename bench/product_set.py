@@ -35,9 +35,14 @@ import argparse
 import json
 import random
 import statistics
+import sys
 import tempfile
 from datetime import datetime, timedelta
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.locomo import sessions_of  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "data" / "product-dev.json"
 OUT_LONG = Path(__file__).resolve().parent / "data" / "product-dev-long.json"
@@ -673,10 +678,8 @@ def sessions_split(data: list[dict]) -> list[dict]:
     for sample in json.loads(json.dumps(data)):
         conv, new, moved = sample["conversation"], {}, {}
         new["speaker_a"], new["speaker_b"] = conv["speaker_a"], conv["speaker_b"]
-        n, number = 1, 0
-        while f"session_{n}" in conv:
-            start = datetime.strptime(conv[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y")
-            turns = conv[f"session_{n}"]
+        number = 0
+        for _, start, turns in sessions_of(conv):
             exchanges = [turns[i:i + 2] for i in range(0, len(turns), 2)]
             # Ending at the session's own time instead when starting there would reach the next day.
             if (start + SPLIT_STEP * (len(exchanges) - 1)).date() != start.date():
@@ -686,7 +689,6 @@ def sessions_split(data: list[dict]) -> list[dict]:
                 new[f"session_{number}_date_time"] = _said_date(start + SPLIT_STEP * j)
                 new[f"session_{number}"] = exchange
                 moved.update({t["dia_id"]: number for t in exchange})
-            n += 1
         observations = {}
         for facts_by in sample.get("observation", {}).values():
             for who, facts in facts_by.items():
