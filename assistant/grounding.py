@@ -4,7 +4,8 @@ The prompt asks the model to claim only what its tools did; a small model claims
 a memory search). So every sentence of the answer is checked in code, as it streams, against the turn's tool
 calls (infra/claims.py: which verbs claim which action, and which tools can do it):
 
-- a claim some successful call of the turn covers stands;
+- a claim some successful call of the turn covers stands: the call can do the action, and what it took or returned
+  holds the names the claim's clause gives ("I set the goal to Newark" after a goal set to NYC is not covered);
 - "I found that X" without a covering call becomes "X" (the assertion, without the action);
 - a claimed search whose object is on record (what the tools returned, the standing profile, the turn's context)
   becomes "From what I have on record: <object>." (the memory search found it; nothing else searched);
@@ -20,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from infra.claims import SEARCH, action_claims
+from infra.claims import SEARCH, action_claims, claim_covered
 from infra.support import is_supported
 
 RECALL = "recall"  # the action of a memory search: covers a claimed finding framed as remembered
@@ -74,18 +75,28 @@ class Grounding:
     ignore: tuple[str, ...] = ()  # words that support nothing (the user's name)
     changes: list[tuple[str, str]] = field(default_factory=list)  # (sentence, what replaced it; "" when dropped)
 
-    def _covered(self, claim, sentence: str, done: set[str]) -> bool:
-        if claim.action in done:
-            return True
-        return claim.action == SEARCH and RECALL in done and bool(_MEMORY_FRAMING.search(sentence))
+    def _calls(self, sentence: str, records) -> list[tuple[set[str], str]]:
+        """The turn's successful calls as claim_covered reads them; a memory search also counts as a search when
+        the sentence frames its finding as remembered."""
+        framed = bool(_MEMORY_FRAMING.search(sentence))
+        calls = []
+        for record in records or ():
+            if not _done(record):
+                continue
+            actions = set(self.actions_of(record.name))
+            if framed and RECALL in actions:
+                actions.add(SEARCH)
+            text = json.dumps([record.arguments, record.observation], ensure_ascii=False, default=str)
+            calls.append((actions, text))
+        return calls
 
     def sentence(self, sentence: str, records) -> str | None:
         """None when the sentence stands as written; otherwise what replaces it ("" to drop it)."""
         claims = action_claims(sentence)
         if not claims:
             return None
-        done = set().union(*[self.actions_of(r.name) for r in records if _done(r)]) if records else set()
-        uncovered = [c for c in claims if not self._covered(c, sentence, done)]
+        calls = self._calls(sentence, records)
+        uncovered = [c for c in claims if not claim_covered(c, calls, ignore=self.ignore)]
         if not uncovered:
             return None
         claim = uncovered[0]

@@ -22,7 +22,7 @@ from infra.task_queue import task_enqueue
 from infra.tokens import count_tokens, truncate_to_tokens
 from sessions.models import Message
 
-from .grounded_notes import note_ground
+from .grounded_notes import note_ground, tool_calls_done
 from .models import SummaryAnchor
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ def anchor_plan(*, tenant_id, session_id) -> FoldPlan | None:
             .values("last_seq", "last_turn").first())
     anchored, base_turns = (last["last_seq"], last["last_turn"]) if last else (0, 0)
     rows = list(Message.objects.for_tenant(tenant_id).filter(session_id=session_id, seq__gt=anchored).order_by("seq")
-                .values("seq", "role", "name", "content", "token_count"))
+                .values("seq", "role", "name", "content", "token_count", "tool_calls", "tool_call_id"))
     turns = _turns(rows)
     every, keep = settings.CONTINUUM_ANCHOR_EVERY_TURNS, settings.CONTINUUM_ANCHOR_KEEP_TURNS
     if len(turns) - keep >= every:
@@ -177,9 +177,7 @@ def _summarize(plan: FoldPlan, *, use_llm: bool) -> tuple[str, str]:
             log.warning("abstractive anchor failed (%s); folding extractively", exc)
         else:
             # Only what the folded turns support; tools count by the names their results were recorded under.
-            tools_done = [m["name"] for m in plan.messages if m["role"] == "tool" and m.get("name")
-                          and '"error"' not in (m["content"] or "")[:20]]
-            text, _ = note_ground(text, turns=plan.messages, tools_done=tools_done)
+            text, _ = note_ground(text, turns=plan.messages, tools_done=tool_calls_done(plan.messages))
             if text:
                 return text, "abstractive"
     text = extractive_summary([m["content"] for m in plan.messages if m["role"] == "user"], max_tokens=cap)

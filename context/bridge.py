@@ -156,7 +156,8 @@ def _compose(session: Session) -> tuple[str, dict, str]:
 
 def _grounded(text: str, llm_parts: dict, *, doc: dict, messages: list[dict], session: Session) -> tuple[str, dict]:
     """The model's bridge and parts, less every sentence the session's turns and tool calls do not support."""
-    tools_done = [t["tool"] for t in doc.get("tools") or [] if t.get("status") == "ok" and t.get("tool")]
+    tools_done = [(t["tool"], f"{t.get('args') or ''} {t.get('outcome') or ''}") for t in doc.get("tools") or []
+                  if t.get("status") == "ok" and t.get("tool")]
     ignore = tuple((session.user.display_name or "").split())
     text, dropped = note_ground(text, turns=messages, tools_done=tools_done, ignore=ignore)
     if dropped:

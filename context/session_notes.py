@@ -38,7 +38,7 @@ from memory.sources import SourceMessage
 from sessions.models import Message, Session
 
 from .bridge import DECISION_CUE
-from .grounded_notes import sentence_supported
+from .grounded_notes import sentence_supported, tool_calls_done
 
 log = logging.getLogger(__name__)
 
@@ -278,7 +278,7 @@ def _transcript(turns: list[SourceMessage]) -> str:
     return truncate_to_tokens("\n".join(parts), TRANSCRIPT_TOKENS)
 
 
-def abstractive_note(turns: list[SourceMessage], *, tools_done: list[str], ignore: tuple = (),
+def abstractive_note(turns: list[SourceMessage], *, tools_done: list[tuple[str, str]], ignore: tuple = (),
                      max_lines: int | None = None) -> tuple[list[NoteLine], int]:
     """The model's note lines that their cited turns support, and how many lines were dropped. Raises AppError or
     ValueError when the model fails."""
@@ -305,7 +305,7 @@ def abstractive_note(turns: list[SourceMessage], *, tools_done: list[str], ignor
     return lines, dropped
 
 
-def session_note_compose(turns: list[SourceMessage], *, tools_done: list[str] = (), ignore: tuple = (),
+def session_note_compose(turns: list[SourceMessage], *, tools_done: list[tuple[str, str]] = (), ignore: tuple = (),
                          session_label: str = "") -> tuple[list[NoteLine], str]:
     """(the note's lines, "abstractive" or "extractive")."""
     if llm.llm_configured() and turns:
@@ -322,19 +322,19 @@ def session_note_compose(turns: list[SourceMessage], *, tools_done: list[str] = 
     return extractive_note(turns, ignore=ignore), "extractive"
 
 
-def _turns(session: Session) -> tuple[list[SourceMessage], list[str], tuple]:
+def _turns(session: Session) -> tuple[list[SourceMessage], list[tuple[str, str]], tuple]:
     """The session's turns a note may quote (the roles the tenant remembers), the tools called in it, and the words
     of its speakers' names."""
     roles = extracted_roles(session.tenant)
     name = (session.user.display_name or "").strip() or "The user"
+    fields = ("id", "role", "name", "content", "created_at", "tool_calls", "tool_call_id")
     rows = list(Message.objects.for_tenant(session.tenant_id).filter(session=session).order_by("seq")
-                .values("id", "role", "name", "content", "created_at")[:MESSAGES_READ_MAX])
+                .values(*fields)[:MESSAGES_READ_MAX])
     turns = [SourceMessage(id=str(m["id"]), session_id=str(session.pk), created_at=m["created_at"], role=m["role"],
                            content=m["content"], speaker=name if m["role"] == "user" else (m["name"] or "Assistant"))
              for m in rows if m["role"] in roles and (m["content"] or "").strip()]
     names = [name, *(m["name"] for m in rows if m["role"] == Message.Role.ASSISTANT and m["name"])]
-    tools = [m["name"] for m in rows if m["role"] == Message.Role.TOOL and m["name"]]
-    return turns, tools, tuple(dict.fromkeys(w for n in names for w in n.split()))
+    return turns, tool_calls_done(rows), tuple(dict.fromkeys(w for n in names for w in n.split()))
 
 
 def session_notes_write(*, session: Session) -> list[MemoryRecord]:

@@ -6,6 +6,12 @@ it (a tool named `book_flight` can book; one named `send_email` can send). A cal
 only (a client's) matches by these stems; a caller that declares its tools' actions (the built-in memory tools)
 passes them explicitly. A claim is about something done, so only affirmative past forms count: "I can search",
 "I have not booked" and "I'll send it" claim nothing.
+
+A claim also names what was done ("updated the goal to a flight to Newark", "booked seat 14C"): a call covers it
+only when the names in the claim's clause (capitalised words, codes with digits) occur in what that call took or
+returned. A call that set the goal to NYC does not cover a note saying it set it to Newark. Names are compared
+because a call spells them as the conversation did; plain numbers and dates are left out, since "December 5",
+"12/05" and "2026-12-05" name one day in words that do not meet.
 """
 from __future__ import annotations
 
@@ -51,6 +57,48 @@ class Claim:
     verb: str
     rest: str  # what follows the verb in the sentence: what was claimed done
     passive: bool
+
+
+# Where the clause of a claim ends: what follows is about something else ("found a flight, but Dana wants Boston").
+_CLAUSE_END = re.compile(r"[,;:()]|\s(?:but|because|since|while|although|though|whereas|which|who|so that|and then)\s",
+                         re.I)
+_TOKEN = re.compile(r"[A-Za-z0-9]+(?:['.&-][A-Za-z0-9]+)*")
+# Capitalised words that name no thing: calendar words (see above) and the words a sentence may open a clause with.
+_NOT_NAMES = frozenset("""i i'm i've i'd i'll the a an it its this that these those he she they we you your my our
+their his her monday tuesday wednesday thursday friday saturday sunday january february march april may june july
+august september october november december today tomorrow yesterday""".split())
+
+
+_CALENDAR_CODE = re.compile(r"\d+(?:am|pm|st|nd|rd|th|h|hrs?|min)", re.I)  # "7am", "5th": times and dates again
+
+
+def _word(token: str) -> str:
+    return token.lower().split("'")[0]  # "Dana's" is Dana
+
+
+def _tokens(text: str) -> set[str]:
+    return {_word(t) for t in _TOKEN.findall(text or "")}
+
+
+def claim_names(claim: Claim) -> set[str]:
+    """The names and codes in the clause of what a claim says was done, lowercased."""
+    clause = _CLAUSE_END.split(claim.rest, maxsplit=1)[0]
+    out = set()
+    for token in _TOKEN.findall(clause):
+        lowered = _word(token)
+        if token.lower() in _NOT_NAMES or lowered in _NOT_NAMES or _CALENDAR_CODE.fullmatch(token):
+            continue
+        has_digit, has_alpha = any(c.isdigit() for c in token), any(c.isalpha() for c in token)
+        if (token[0].isupper() and not has_digit) or (has_digit and has_alpha):
+            out.add(lowered)
+    return out
+
+
+def claim_covered(claim: Claim, calls, *, ignore=()) -> bool:
+    """Whether one of the calls, each (the actions it can do, the text of what it took and returned), did the
+    claimed action on what the claim names. `ignore`: names every call stands for (the user's own name)."""
+    names = claim_names(claim) - {_word(w) for w in ignore}
+    return any(claim.action in actions and names <= _tokens(text) for actions, text in calls)
 
 
 def action_claims(sentence: str) -> list[Claim]:

@@ -14,9 +14,10 @@ from infra.llm_chat import OpenAIChatModel
 from .scripted_llm import answer, call, tool_step
 
 
-def record(name: str, observation: dict | None = None, status: str = "ok") -> ToolCallRecord:
-    return ToolCallRecord(id=f"c_{name}", name=name, arguments={}, status=status, observation=observation or {},
-                          step=1)
+def record(name: str, observation: dict | None = None, status: str = "ok", arguments: dict | None = None
+           ) -> ToolCallRecord:
+    return ToolCallRecord(id=f"c_{name}", name=name, arguments=arguments or {}, status=status,
+                          observation=observation or {}, step=1)
 
 
 RECALLED = record("recall", {"memories": [
@@ -64,7 +65,18 @@ def test_a_claim_without_its_action_keeps_the_assertion():
     ("search_flights", "I found three flights under $400."),
 ])
 def test_a_claim_a_successful_call_of_the_turn_made_good_stands(tool, sentence):
-    assert grounding().text(sentence, [record(tool, {"ok": True})]) == sentence
+    call = record(tool, {"ok": True}, arguments={"goal": "The flight to Newark"} if tool == "set_goal" else None)
+    assert grounding().text(sentence, [call]) == sentence
+
+
+def test_a_claim_about_what_the_call_did_not_touch_is_dropped():
+    """set_goal ran, but on NYC: an answer saying it set Newark claims what no call did."""
+    g = grounding()
+    set_nyc = record("set_goal", {"goal": "Fly SFO to NYC on Tuesday"}, arguments={"goal": "Fly SFO to NYC on Tuesday"})
+    assert g.text("I updated your goal to the Newark flight. Anything else?", [set_nyc]) == "Anything else?"
+    searched = record("search_flights", {"flights": [{"to": "Newark", "price": 350}]}, arguments={"to": "EWR"})
+    assert g.text("I found a flight to Newark for $350, on Tuesday.", [searched]) == (
+        "I found a flight to Newark for $350, on Tuesday.")  # the name is in what the search returned
 
 
 def test_a_failed_or_refused_call_makes_no_claim_good():

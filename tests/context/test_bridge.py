@@ -13,7 +13,13 @@ from django.db import connection
 
 from context import bridge as bridge_mod
 from context.bridge import extractive_bridge
-from context.buffer import buffer_add_subgoal, buffer_complete_subgoal, buffer_get, buffer_update_notes
+from context.buffer import (
+    buffer_add_subgoal,
+    buffer_complete_subgoal,
+    buffer_get,
+    buffer_record_tool,
+    buffer_update_notes,
+)
 from context.models import BridgeSummary
 from infra.errors import ServiceUnavailable
 from orchestration import sessions as tasks_mod  # session_finish lives with the other session services
@@ -275,6 +281,27 @@ def test_an_abstractive_bridge_keeps_only_what_the_session_supports(alice, alice
     assert b.method == "abstractive"
     assert b.text == "The user needs a flight from SFO to NYC next Tuesday under $400."
     assert b.details["open"] != "A hotel near Central Park"  # an unsupported part falls back to the extractive one
+
+
+@respx.mock
+def test_an_abstractive_bridge_drops_an_action_done_on_something_else(alice, alice_session, extract_calls, settings):
+    """The ledger shows the goal set to NYC; a bridge saying the assistant set it to Newark claims what no call did,
+    though the session did change the destination to Newark and set_goal did run."""
+    settings.LLM_BASE_URL, settings.LLM_MODEL = "http://llm.test/v1", "test-model"
+    flight_chat(alice, alice_session)
+    goal = {"goal": "A flight from SFO to NYC next Tuesday under $400"}
+    buffer_record_tool(**ids(alice_session), tool="set_goal", arguments=goal, outcome=goal)
+    messages_append(tenant=alice, session_id=alice_session.pk, enqueue_extraction=False,
+                    items=[NewMessage(role="user", content="Change the destination to Newark."),
+                           NewMessage(role="assistant", content="Newark it is.")])
+    kept = ("The user needs a flight from SFO to NYC next Tuesday under $400. "
+            "The user changed the destination to Newark.")
+    _model_answers({"summary": f"{kept} The assistant updated the goal to a flight to Newark.", "goal": "",
+                    "found": "", "decided": "", "open": ""})
+    session_close(tenant=alice, session_id=alice_session.pk)
+    b = _session_finish(tenant_id=alice_session.tenant_id, session_id=alice_session.pk)
+    assert b.method == "abstractive"
+    assert b.text == kept
 
 
 @respx.mock
