@@ -174,8 +174,9 @@ class GroundedStream:
             if replacement is None:
                 out.append(sentence + separator)
                 continue
-            if self._log:
-                self._grounding.changes.append((sentence.strip(), replacement))
+            change = (sentence.strip(), replacement)
+            if self._log and change not in self._grounding.changes:  # a closing call repeating a claim is one change
+                self._grounding.changes.append(change)
             if replacement:
                 out.append(replacement + separator)
         if "".join(out):

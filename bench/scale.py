@@ -4,7 +4,8 @@
 
 The shard grows in steps to each size; at each size it prints, for the user holding the most memories (--big-user,
 at most half the shard) and for users of ordinary size: the hybrid search retrieval runs (dense + BM25, fused by
-RRF, tenant + user + status filter, k = 10) and the floor at the same size (one dense search under the same filter),
+RRF, tenant + user + status filter, k = 10), the floor at the same size (one dense search under the same filter) and
+the keyword search alone (which half of the hybrid grows),
 p50/p95 over --queries LoCoMo questions, and memory per point (the process's resident memory and the shard's
 folder on disk, each grown over the fill, divided by the points added).
 
@@ -150,7 +151,7 @@ def main(argv=None) -> int:
         sample = [u for u in ordinary if u[2] >= 20][-5:] or ordinary[-5:]
         users += [(f"ordinary user ({statistics.median([u[2] for u in sample]):.0f} memories)", None, 0)]
         for label, scope, n in users:
-            hybrid, floor = [], []
+            hybrid, floor, keywords = [], [], []
             for i, (text, dense) in enumerate(queries):
                 s = scope or Scope(tenant_id=sample[i % len(sample)][0], user_id=sample[i % len(sample)][1])
                 store.search(s, dense=dense, text=text, limit=10)  # warm
@@ -160,15 +161,20 @@ def main(argv=None) -> int:
                 t0 = time.perf_counter()
                 store.search(s, dense=dense, limit=10)
                 floor.append(time.perf_counter() - t0)
-            measured[label] = (hybrid, floor)
+                t0 = time.perf_counter()
+                store.search(s, text=text, limit=10)  # the keyword half alone, to tell the halves' costs apart
+                keywords.append(time.perf_counter() - t0)
+            measured[label] = (hybrid, floor, keywords)
         print(f"\n{size:,} points ({len(tenants)} tenants, {len(ordinary) + 1} users; big user {big_filled:,}); "
               f"filled {added:,} in {fill_s:.1f} s; memory per point: +{per_point_rss:.2f} KiB resident, "
               f"+{per_point_disk:.2f} KiB on disk", flush=True)
-        for label, (hybrid, floor) in measured.items():
-            h95, f95 = _pct(hybrid, 95) * 1000, _pct(floor, 95) * 1000
+        for label, (hybrid, floor, keywords) in measured.items():
+            h95, f95, k95 = _pct(hybrid, 95) * 1000, _pct(floor, 95) * 1000, _pct(keywords, 95) * 1000
             print(f"  {label:<34} hybrid p50/p95 {_pct(hybrid, 50) * 1000:6.2f} / {h95:6.2f} ms   floor (dense) "
-                  f"p50/p95 {_pct(floor, 50) * 1000:6.2f} / {f95:6.2f} ms   p95 ratio {h95 / f95:.2f}x", flush=True)
-            rows.append({"size": size, "user": label, "hybrid_p95_ms": h95, "floor_p95_ms": f95})
+                  f"p50/p95 {_pct(floor, 50) * 1000:6.2f} / {f95:6.2f} ms   p95 ratio {h95 / f95:.2f}x   keywords "
+                  f"alone p50/p95 {_pct(keywords, 50) * 1000:6.2f} / {k95:6.2f} ms", flush=True)
+            rows.append({"size": size, "user": label, "hybrid_p95_ms": h95, "floor_p95_ms": f95,
+                         "keywords_p95_ms": k95})
     store.close()
     shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -53,6 +53,14 @@ def test_claimed_actions_no_call_did_are_dropped(sentence):
     assert g.changes == [(sentence, "")]
 
 
+def test_a_claim_repeated_by_the_closing_call_is_one_change():
+    """The loop's answer and its closing call may both make the same claim: the turn reports it once."""
+    g = grounding()
+    for _ in range(2):
+        assert g.text("I changed the destination to Newark.", []) == ""
+    assert g.changes == [("I changed the destination to Newark.", "")]
+
+
 def test_a_claim_without_its_action_keeps_the_assertion():
     assert grounding().text("I checked that you prefer aisle seats.", []) == "You prefer aisle seats."
 
