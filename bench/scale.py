@@ -49,6 +49,50 @@ def _disk_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20
 
 
+TIMED = {
+    "hybrid": "hybrid (the store's own fusion, k 10)",
+    "floor": "floor (one dense search, k 10)",
+    "searches": "retrieval's searches (keywords, then dense, k = candidates)",
+    "keywords": "of which the keyword search",
+    "retrieval": "with the query's embedding, as retrieval runs them",
+    "embedded floor": "floor with its embedding",
+}
+
+
+def _timed_searches(store, scope, text, dense, *, candidates: int, tag: str):
+    """(key of TIMED, seconds) for one question. Retrieval asks the store for its keyword candidates while the query
+    is embedded, then for its dense candidates (memory/retrieval.py `_candidates`), each search at the candidates
+    limit and fused by the service, not the store. The embedded runs embed a text of their own (the question with a
+    tag), so the embedder's cache of recent texts answers neither."""
+    from infra.embedder import embed_soon, get_embedder
+    from infra.vector_store.base import Search
+    from memory.retrieval_ranking import HIT_PAYLOAD_KEYS
+
+    def ask(**kw):
+        return Search(scope, limit=candidates, payload_keys=HIT_PAYLOAD_KEYS, not_expired_at=time.time(), **kw)
+
+    t0 = time.perf_counter()
+    store.search(scope, dense=dense, text=text, limit=10)
+    yield "hybrid", time.perf_counter() - t0
+    t0 = time.perf_counter()
+    store.search(scope, dense=dense, limit=10)
+    yield "floor", time.perf_counter() - t0
+    t0 = time.perf_counter()
+    store.search_batch([ask(text=text)])
+    t1 = time.perf_counter()
+    store.search_batch([ask(dense=dense)])
+    yield "searches", time.perf_counter() - t0
+    yield "keywords", t1 - t0
+    t0 = time.perf_counter()
+    pending = embed_soon([f"{text} ({tag}a)"])
+    store.search_batch([ask(text=text)])
+    store.search_batch([ask(dense=pending.result()[0])])
+    yield "retrieval", time.perf_counter() - t0
+    t0 = time.perf_counter()
+    store.search(scope, dense=get_embedder().embed([f"{text} ({tag}b)"])[0], limit=10)
+    yield "embedded floor", time.perf_counter() - t0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000,10000,100000")
@@ -109,6 +153,7 @@ def main(argv=None) -> int:
 
     store_dir = workdir / "shard"
     store = EdgeVectorStore(store_dir, dim=settings.EMBEDDING_DIM)
+    candidates = settings.MEMORY_RETRIEVAL_CANDIDATES
     store.ensure_collection()
     filled = big_filled = 0
     current = None
@@ -151,30 +196,28 @@ def main(argv=None) -> int:
         sample = [u for u in ordinary if u[2] >= 20][-5:] or ordinary[-5:]
         users += [(f"ordinary user ({statistics.median([u[2] for u in sample]):.0f} memories)", None, 0)]
         for label, scope, n in users:
-            hybrid, floor, keywords = [], [], []
+            times: dict[str, list[float]] = {key: [] for key in TIMED}
             for i, (text, dense) in enumerate(queries):
                 s = scope or Scope(tenant_id=sample[i % len(sample)][0], user_id=sample[i % len(sample)][1])
                 store.search(s, dense=dense, text=text, limit=10)  # warm
-                t0 = time.perf_counter()
-                store.search(s, dense=dense, text=text, limit=10)
-                hybrid.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                store.search(s, dense=dense, limit=10)
-                floor.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                store.search(s, text=text, limit=10)  # the keyword half alone, to tell the halves' costs apart
-                keywords.append(time.perf_counter() - t0)
-            measured[label] = (hybrid, floor, keywords)
+                tag = f"{size}-{label}-{i}"
+                for key, run in _timed_searches(store, s, text, dense, candidates=candidates, tag=tag):
+                    times[key].append(run)
+            measured[label] = times
         print(f"\n{size:,} points ({len(tenants)} tenants, {len(ordinary) + 1} users; big user {big_filled:,}); "
               f"filled {added:,} in {fill_s:.1f} s; memory per point: +{per_point_rss:.2f} KiB resident, "
               f"+{per_point_disk:.2f} KiB on disk", flush=True)
-        for label, (hybrid, floor, keywords) in measured.items():
-            h95, f95, k95 = _pct(hybrid, 95) * 1000, _pct(floor, 95) * 1000, _pct(keywords, 95) * 1000
-            print(f"  {label:<34} hybrid p50/p95 {_pct(hybrid, 50) * 1000:6.2f} / {h95:6.2f} ms   floor (dense) "
-                  f"p50/p95 {_pct(floor, 50) * 1000:6.2f} / {f95:6.2f} ms   p95 ratio {h95 / f95:.2f}x   keywords "
-                  f"alone p50/p95 {_pct(keywords, 50) * 1000:6.2f} / {k95:6.2f} ms", flush=True)
-            rows.append({"size": size, "user": label, "hybrid_p95_ms": h95, "floor_p95_ms": f95,
-                         "keywords_p95_ms": k95})
+        for label, times in measured.items():
+            p50 = {key: _pct(v, 50) * 1000 for key, v in times.items()}
+            p95 = {key: _pct(v, 95) * 1000 for key, v in times.items()}
+            print(f"  {label}", flush=True)
+            for key, floor_key in (("hybrid", "floor"), ("searches", "floor"), ("retrieval", "embedded floor")):
+                print(f"    {TIMED[key]:<58} p50/p95 {p50[key]:6.2f} / {p95[key]:6.2f} ms   "
+                      f"{TIMED[floor_key]} {p50[floor_key]:6.2f} / {p95[floor_key]:6.2f} ms   "
+                      f"p95 ratio {p95[key] / p95[floor_key]:.2f}x", flush=True)
+            print(f"    {TIMED['keywords']:<58} p50/p95 {p50['keywords']:6.2f} / {p95['keywords']:6.2f} ms",
+                  flush=True)
+            rows.append({"size": size, "user": label, **{f"{key}_p95_ms": v for key, v in p95.items()}})
     store.close()
     shutil.rmtree(workdir, ignore_errors=True)
     return 0
