@@ -37,9 +37,10 @@ def _cosine(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b))  # both normalised by the embedder
 
 
-def _nearest_same_kind(*, tenant, user, candidate: Candidate, vector: list[float]) -> tuple[str, float] | None:
-    """The closest active memory of a comparable kind, or None. A store that is down must not block extraction:
-    the check is skipped (the lifecycle merge job catches the duplicates later) and the write goes to the outbox."""
+def _nearest_same_kind(*, tenant, user, candidate: Candidate, vector: list[float]) -> tuple[str, float, str] | None:
+    """The closest active memory of a comparable kind (id, cosine, text), or None. A store that is down must not
+    block extraction: the check is skipped (the lifecycle merge job catches the duplicates later) and the write goes
+    to the outbox."""
     try:
         hits = get_vector_store().search(Scope(tenant_id=str(tenant.pk), user_id=str(user.pk)), dense=vector,
                                          text=None, limit=1, kinds=comparable_kinds(candidate.kind),
@@ -49,7 +50,7 @@ def _nearest_same_kind(*, tenant, user, candidate: Candidate, vector: list[float
         return None
     if not hits:
         return None
-    return hits[0].memory_id, float(hits[0].score)
+    return hits[0].memory_id, float(hits[0].score), str(hits[0].payload.get("text") or "")
 
 
 def _passages_of_one_message(a: Candidate, b: Candidate) -> bool:
@@ -84,6 +85,13 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
             # superseded the first with the very same words.
             words = value_normalize(candidate.text)
             same_words = [str(mid) for mid, _, _, text in same_slot if value_normalize(text) == words]
+            if not same_words and candidate.source_type != "assistant":
+                # Nor whatever slot the model filed it under before, or none: the same words said in a later session
+                # and filed under a slot this time would otherwise supersede the slot's other memories and stand
+                # beside their own first telling.
+                nearest = _nearest_same_kind(tenant=tenant, user=user, candidate=candidate, vector=vector)
+                if nearest is not None and value_normalize(nearest[2]) == words:
+                    same_words = [nearest[0]]
             if same_words:
                 decisions.append(Decision(candidate, REINFORCE, same_words[:1], 1.0))
                 continue

@@ -220,6 +220,33 @@ def test_the_same_statement_again_reinforces_whatever_value_the_model_gave_it(al
     assert "Ada's importer runs in a background job." in texts and remark not in texts
 
 
+def test_the_same_statement_filed_under_a_slot_later_reinforces_its_first_telling(alice, alice_user, settings):
+    """Said first with no slot, the same words said again and filed under a slot another memory holds: the first
+    telling is reinforced, and the slot's memory, which the repeat says nothing against, stays. Fails on the code
+    that compared the same words within the slot only (it superseded the slot's memory and stored the words twice)."""
+    settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_API_KEY = "http://llm.test/v1", "m", "k"
+    settings.LLM_MAX_RETRIES = 0
+    where = "Ada's import script lives in tools/import.py."
+    remark = "Ada wrote a small script to check the due dates, and it found a few odd rows."
+    answers = [_llm_answer([{"kind": "fact", "text": where, "subject": "script", "value": "tools/import.py",
+                             "confidence": 0.9},
+                            {"kind": "fact", "text": remark, "subject": "", "value": "", "confidence": 0.9}], []),
+               _llm_answer([{"kind": "fact", "text": remark, "subject": "script", "value": "due dates",
+                             "confidence": 0.9}], [])]
+    with respx.mock(assert_all_called=True) as mock:
+        mock.post("http://llm.test/v1/chat/completions").mock(side_effect=answers)
+        record_turns(alice, alice_user, [
+            ("user", "My import script lives in tools/import.py. I wrote a small script to check the due dates, and "
+                     "it found a few odd rows."),
+            ("user", "As I said, I wrote a small script to check the due dates, and it found a few odd rows.")],
+            extract=False)
+        for m in source_of_all(alice):
+            message_extract(tenant_id=m.tenant_id, message_id=m.pk)
+    told = MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, text=remark)
+    assert [(m.status, m.reinforcement_count) for m in told] == [("active", 1)]
+    assert MemoryRecord.objects.unscoped().get(tenant=alice, user=alice_user, text=where).status == "active"
+
+
 def source_of_all(tenant):
     from sessions.models import Message
 
