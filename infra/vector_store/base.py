@@ -8,6 +8,8 @@ from typing import Protocol
 
 from infra.errors import ServiceUnavailable
 
+from .sparse import SPARSE_LAYOUT
+
 # Point ids are uuid5 of the memory id under this namespace: a retried write lands on the same point.
 POINT_NAMESPACE = uuid.UUID("6f1c3a52-3f0e-4c1b-9a7e-0d6c2b1f9e11")
 
@@ -138,6 +140,10 @@ class VectorStore(Protocol):
     def close(self) -> None: ...
 
 
+# A payload key the store writes on every point: the layout of its keyword terms.
+LAYOUT_KEY = "sparse_layout"
+
+
 def checked_point_payload(point: MemoryPoint, dim: int) -> dict:
     """The payload a point is stored with; refuses a point that names no tenant or user, or has the wrong size."""
     payload = dict(point.payload)
@@ -149,6 +155,7 @@ def checked_point_payload(point: MemoryPoint, dim: int) -> dict:
     payload["tenant_id"] = str(payload["tenant_id"])
     payload["user_id"] = str(payload["user_id"])
     payload["memory_id"] = str(point.memory_id)
+    payload[LAYOUT_KEY] = SPARSE_LAYOUT  # how its keyword terms were written (infra/vector_store/sparse.py)
     return payload
 
 

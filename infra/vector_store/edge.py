@@ -164,8 +164,11 @@ class EdgeVectorStore(SearchThroughBatch):
     def upsert(self, points: list[MemoryPoint]) -> None:
         if not points:
             return
-        built = [Point(point_id_for(p.memory_id), {DENSE: list(p.dense), SPARSE: document_sparse(p.text)},
-                       checked_point_payload(p, self.dim)) for p in points]
+        built = []
+        for p in points:
+            payload = checked_point_payload(p, self.dim)
+            sparse = document_sparse(p.text, tenant_id=payload["tenant_id"])
+            built.append(Point(point_id_for(p.memory_id), {DENSE: list(p.dense), SPARSE: sparse}, payload))
         with self._using() as shard:
             shard.update(UpdateOperation.upsert_points(built))
 

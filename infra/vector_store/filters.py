@@ -125,7 +125,7 @@ def search_plan(search: Search, *, dim: int):
                         not_expired_at=search.not_expired_at, said_between=search.said_between)
     if search.dense is not None and len(search.dense) != dim:
         raise ValueError(f"Query vector has {len(search.dense)} dimensions; the store holds {dim}-d vectors.")
-    sparse = query_sparse(search.text)
+    sparse = query_sparse(search.text, tenant_id=search.scope.tenant_id)
     if spec.matches_nothing or search.limit <= 0 or (search.dense is None and sparse is None):
         return None
     selected = payload_selection(search.payload_keys)

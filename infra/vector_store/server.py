@@ -110,9 +110,12 @@ class ServerVectorStore(SearchThroughBatch):
     def upsert(self, points: list[MemoryPoint]) -> None:
         if not points:
             return
-        built = [m.PointStruct(id=point_id_for(p.memory_id),
-                               vector={DENSE: list(p.dense), SPARSE: _sparse(document_sparse(p.text))},
-                               payload=checked_point_payload(p, self.dim)) for p in points]
+        built = []
+        for p in points:
+            payload = checked_point_payload(p, self.dim)
+            sparse = _sparse(document_sparse(p.text, tenant_id=payload["tenant_id"]))
+            built.append(m.PointStruct(id=point_id_for(p.memory_id), vector={DENSE: list(p.dense), SPARSE: sparse},
+                                       payload=payload))
         with self._call() as client:
             client.upsert(self.collection, points=built, wait=True)
 

@@ -26,11 +26,17 @@ def _same(a, b) -> bool:
 
 
 def payload_drift(expected: dict, actual: dict) -> tuple[dict, bool]:
-    """The fields to set, and whether setting them is not enough (text changed, or a key must go)."""
+    """The fields to set, and whether setting them is not enough (text changed, a key must go, or the point's
+    keyword terms were written in another layout)."""
+    from infra.vector_store.base import LAYOUT_KEY
+    from infra.vector_store.sparse import SPARSE_LAYOUT
+
     diff = {k: v for k, v in expected.items() if not _same(v, actual.get(k))}
-    removed = [k for k in actual if k not in expected and k != "memory_id"]
-    # set_payload never moves a point between tenants or users; such drift is rewritten whole.
-    return diff, bool({"text", "tenant_id", "user_id", "memory_id"} & diff.keys()) or bool(removed)
+    removed = [k for k in actual if k not in expected and k not in ("memory_id", LAYOUT_KEY)]
+    # set_payload never moves a point between tenants or users; such drift is rewritten whole, as is a point whose
+    # sparse vector is in an older layout (only an upsert writes vectors).
+    return diff, (bool({"text", "tenant_id", "user_id", "memory_id"} & diff.keys()) or bool(removed)
+                  or actual.get(LAYOUT_KEY) != SPARSE_LAYOUT)
 
 
 def _expected_payload(record: MemoryRecord) -> dict:

@@ -454,3 +454,22 @@ def test_memory_reindex_rebuilds_every_point(alice, alice_user, bob):
     MemoryRecord.objects.unscoped().filter(pk=mine[0].pk).delete()
     call_command("memory_reindex", "--no-progress", "--tenant", alice.slug)
     assert set(points_of(alice)) == {str(m.pk) for m in mine[1:]}
+
+
+def test_reconcile_rewrites_a_point_whose_keyword_terms_are_in_another_layout(alice, alice_user):
+    """A point written before keyword terms were kept per tenant carries another layout mark (or none): its sparse
+    vector holds terms no search asks for any more, so the reconcile job rewrites it whole, once."""
+    from infra.vector_store.base import LAYOUT_KEY
+    from infra.vector_store.sparse import SPARSE_LAYOUT
+
+    store = get_vector_store()
+    scope = Scope(tenant_id=str(alice.pk), user_id=str(alice_user.pk))
+    old = memory_make(alice, alice_user, "My locker number is 12")
+    current = memory_make(alice, alice_user, "My dentist is Dr. Lee")
+    store.set_payload(scope, str(old.pk), {LAYOUT_KEY: "plain-terms"})
+
+    outs = drain("reconcile", vectors_reconcile, alice)
+    assert sum(o.get("points_reupserted", 0) for o in outs) == 1
+    points = points_of(alice, alice_user)
+    assert points[str(old.pk)][LAYOUT_KEY] == points[str(current.pk)][LAYOUT_KEY] == SPARSE_LAYOUT
+    assert sum(o.get("points_reupserted", 0) for o in drain("reconcile", vectors_reconcile, alice)) == 0

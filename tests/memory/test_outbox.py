@@ -12,7 +12,8 @@ from django.utils import timezone
 from infra.embedder import set_embedder
 from infra.redis_client import Keys, get_redis
 from infra.vector_store import Scope, get_vector_store, set_vector_store
-from infra.vector_store.base import VectorStoreError
+from infra.vector_store.base import LAYOUT_KEY, VectorStoreError
+from infra.vector_store.sparse import SPARSE_LAYOUT
 from memory.models import MemoryRecord, VectorOutbox
 from memory.outbox import outbox_apply, outbox_enqueue, outbox_flush_task, outbox_pending_count
 from memory.points import point_payload, points_for_records
@@ -81,7 +82,7 @@ def test_points_are_applied_after_commit_not_before(alice, alice_user, make_memo
             assert outbox_pending_count() == 1
     assert store.count(_scope(alice, alice_user)) == 1
     [hit] = store.retrieve(_scope(alice, alice_user), [str(memory.id)])
-    assert hit.payload == point_payload(memory)
+    assert hit.payload == {**point_payload(memory), LAYOUT_KEY: SPARSE_LAYOUT}
     assert outbox_pending_count() == 0
     assert VectorOutbox.objects.unscoped().get().done_at is not None
 

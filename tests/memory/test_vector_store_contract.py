@@ -444,3 +444,22 @@ def test_search_batch_answers_each_search_as_search_would(store, world):
     assert "text" not in answers[3][0].payload
     with pytest.raises(ScopeMissing):
         store.search_batch([Search(None, dense=basis(0), limit=3)])
+
+
+def test_another_tenants_words_do_not_change_how_a_tenants_terms_weigh(store):
+    """Keyword terms are kept per tenant, so a term's document frequency is counted in its tenant only: another
+    tenant writing "dog" a hundred times leaves "dog" and "Newark" weighing alike here, as they did (and this
+    tenant's search walks none of those postings). On the code that shared term ids across tenants, the other
+    tenant's points lowered "dog"'s IDF here and the Newark memory outranked the dog one."""
+    store.upsert([point(TENANT_A, USER_1, t, basis(i)) for i, t in enumerate(
+        ["My dog is called Rex", "I fly to Newark on Friday", "I prefer aisle seats on long flights"])])
+
+    def weights() -> dict[str, float]:
+        return {h.payload["text"]: h.score for h in store.search(ALICE_1, text="dog Newark", limit=3)}
+
+    before = weights()
+    store.upsert([point(TENANT_B, USER_1, f"The dog number {i} sleeps", basis(i)) for i in range(100)])
+    after = weights()
+    assert set(before) == set(after) == {"My dog is called Rex", "I fly to Newark on Friday"}
+    ratio = lambda w: w["My dog is called Rex"] / w["I fly to Newark on Friday"]  # noqa: E731
+    assert ratio(after) == pytest.approx(ratio(before), rel=1e-6)
