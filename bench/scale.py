@@ -3,11 +3,12 @@
     .venv/bin/python bench/scale.py [--sizes 1000,10000,100000] [--big-user 10000] [--queries 100]
 
 The shard grows in steps to each size; at each size it prints, for the user holding the most memories (--big-user,
-at most half the shard) and for users of ordinary size: the hybrid search retrieval runs (dense + BM25, fused by
-RRF, tenant + user + status filter, k = 10), the floor at the same size (one dense search under the same filter) and
-the keyword search alone (which half of the hybrid grows),
-p50/p95 over --queries LoCoMo questions, and memory per point (the process's resident memory and the shard's
-folder on disk, each grown over the fill, divided by the points added).
+at most half the shard) and for users of ordinary size, p50/p95 over --queries LoCoMo questions of: the store's own
+hybrid search (dense + BM25 fused by RRF, tenant + user + status filter, k = 10) and the searches retrieval really
+makes (keywords, then dense, at the candidates limit; the keyword one also alone), each beside the floor at the same
+size (one dense search under the same filter); and the same searches with the query's embedding, as retrieval runs
+them, beside a floor that embeds too (see `_timed_searches`). Also memory per point (the process's resident memory
+and the shard's folder on disk, each grown over the fill, divided by the points added).
 
 Realistic points: LoCoMo dev turns embedded by the service's embedder (a pool), each point a pool turn's text with
 its vector moved a little (Gaussian noise, renormalised, cosine ~0.93 to the turn's) so no two points are equal;

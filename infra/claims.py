@@ -64,11 +64,10 @@ _CLAUSE_END = re.compile(r"[,;:()]|\s(?:but|because|since|while|although|though|
                          re.I)
 _TOKEN = re.compile(r"[A-Za-z0-9]+(?:['.&-][A-Za-z0-9]+)*")
 # Capitalised words that name no thing: calendar words (see above) and the words a sentence may open a clause with.
-_NOT_NAMES = frozenset("""i i'm i've i'd i'll the a an it its this that these those he she they we you your my our
-their his her monday tuesday wednesday thursday friday saturday sunday january february march april may june july
-august september october november december today tomorrow yesterday""".split())
-
-
+# Compared without what follows an apostrophe ("I'm" is "i").
+_NOT_NAMES = frozenset("""i the a an it its this that these those he she they we you your my our their his her monday
+tuesday wednesday thursday friday saturday sunday january february march april may june july august september october
+november december today tomorrow yesterday""".split())
 _CALENDAR_CODE = re.compile(r"\d+(?:am|pm|st|nd|rd|th|h|hrs?|min)", re.I)  # "7am", "5th": times and dates again
 
 
@@ -86,7 +85,7 @@ def claim_names(claim: Claim) -> set[str]:
     out = set()
     for token in _TOKEN.findall(clause):
         lowered = _word(token)
-        if token.lower() in _NOT_NAMES or lowered in _NOT_NAMES or _CALENDAR_CODE.fullmatch(token):
+        if lowered in _NOT_NAMES or _CALENDAR_CODE.fullmatch(token):
             continue
         has_digit, has_alpha = any(c.isdigit() for c in token), any(c.isalpha() for c in token)
         if (token[0].isupper() and not has_digit) or (has_digit and has_alpha):

@@ -53,6 +53,9 @@ def _nearest_same_kind(*, tenant, user, candidate: Candidate, vector: list[float
     return hits[0].memory_id, float(hits[0].score), str(hits[0].payload.get("text") or "")
 
 
+_UNSEARCHED = object()
+
+
 def _passages_of_one_message(a: Candidate, b: Candidate) -> bool:
     return a.kind == b.kind == MemoryKind.EVENT and "passage" in a.metadata and "passage" in b.metadata
 
@@ -75,6 +78,7 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
             decisions.append(Decision(candidate, SKIP, []))
             continue
         kept.append((candidate, vector))
+        nearest = _UNSEARCHED  # the store is asked for the nearest memory at most once per candidate
         if candidate.subject:
             same_slot = list(MemoryRecord.objects.for_tenant(tenant).filter(user=user, subject=candidate.subject,
                                                          status=MemoryStatus.ACTIVE)
@@ -115,7 +119,8 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
             # (the nearest event may be the user saying the same thing).
             decisions.append(Decision(candidate, CREATE, []))
             continue
-        nearest = _nearest_same_kind(tenant=tenant, user=user, candidate=candidate, vector=vector)
+        if nearest is _UNSEARCHED:
+            nearest = _nearest_same_kind(tenant=tenant, user=user, candidate=candidate, vector=vector)
         if nearest is not None and nearest[1] >= threshold:
             decisions.append(Decision(candidate, REINFORCE, [nearest[0]], nearest[1]))
             continue

@@ -11,6 +11,8 @@ import math
 
 from django.db import transaction
 
+from infra.vector_store.base import LAYOUT_KEY
+from infra.vector_store.sparse import SPARSE_LAYOUT
 from tenants.models import Tenant
 
 from ..models import MemoryRecord, MemoryStatus
@@ -28,9 +30,6 @@ def _same(a, b) -> bool:
 def payload_drift(expected: dict, actual: dict) -> tuple[dict, bool]:
     """The fields to set, and whether setting them is not enough (text changed, a key must go, or the point's
     keyword terms were written in another layout)."""
-    from infra.vector_store.base import LAYOUT_KEY
-    from infra.vector_store.sparse import SPARSE_LAYOUT
-
     diff = {k: v for k, v in expected.items() if not _same(v, actual.get(k))}
     removed = [k for k in actual if k not in expected and k not in ("memory_id", LAYOUT_KEY)]
     # set_payload never moves a point between tenants or users; such drift is rewritten whole, as is a point whose
