@@ -30,9 +30,11 @@ and DIR/imported.json names the tenant and users; a run that finds it skips the 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import hashlib
 import json
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -78,6 +80,9 @@ def _args(argv=None):
     p.add_argument("--no-profile", action="store_true",
                    help="leave the standing profile out of each budget (for a figure without it); by default each "
                         "budget holds the profile section first, as a composed context does, and retrieval the rest")
+    p.add_argument("--profile", default="", metavar="FILE",
+                   help="profile the timed calls (each question's 1,000-token context) with cProfile and write the "
+                        "statistics here (pstats format); the top functions by cumulative time are printed")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch CPU threads (more threads than idle cores make one short query ~20x slower)")
     p.add_argument("--quick", action="store_true",
@@ -429,6 +434,7 @@ def main(argv=None) -> dict:
     answer_shown: dict[str, list[bool]] = {}  # short answers only: does the text the model reads contain it?
     base_answer_shown: dict[str, list[bool]] = {}  # the same for the dense baseline's turns
     misses: list[dict] = []
+    profiler = cProfile.Profile() if args.profile else None
     for sample in data:
         conv = sample["conversation"]
         users = list(users_by_sample[sample["sample_id"]].values())
@@ -474,10 +480,14 @@ def main(argv=None) -> dict:
                 found = set().union(*[memory_dia_ids(m, dia_of) for m in top[:k]]) if top else set()
                 ours["recall_at"][k].append(evidence_recall(evidence, found))
             for budget in BUDGETS:
+                if budget == 1000 and profiler is not None:
+                    profiler.enable()
                 # The standing profile first, in its own bounded section (read by kind, not by the question, as a
                 # composed context reads it on every turn); retrieval fills what is left of the budget.
                 ctx = budget_context(tenant=tenant, users=users, question=question, budget=budget,
                                      profile=not args.no_profile)
+                if budget == 1000 and profiler is not None:
+                    profiler.disable()
                 got, shown, elapsed = ctx.memories, ctx.profile, ctx.retrieval_ms
                 if budget == 1000:
                     ours["latency_ms"].append(elapsed)
@@ -583,6 +593,9 @@ def main(argv=None) -> dict:
                  "expansion); access counting is skipped (in production it is a task after the response).",
     }
     _print(result)
+    if profiler is not None:
+        profiler.dump_stats(args.profile)
+        pstats.Stats(args.profile).sort_stats("cumulative").print_stats(40)
     if args.misses:
         Path(args.misses).write_text(json.dumps(misses, indent=1, ensure_ascii=False))
     if args.json_path:
