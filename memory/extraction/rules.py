@@ -11,6 +11,7 @@ from infra.sentences import sentences
 from infra.support import content_words
 
 from .candidate import Candidate, subject_normalize
+from .statements import past_form
 
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 _MONTH_RE = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|" \
@@ -117,6 +118,15 @@ _CLAUSE_END = re.compile(r"\s+(?:and|but|because|since|so|when|while|as|although
 
 def _object(value: str) -> str:
     return _clean(_CLAUSE_END.split(value, maxsplit=1)[0])
+
+
+def _habit(who: str, freq: str, obj: str, *, confidence: float) -> Candidate:
+    """ "never fly United" is a habit, a slot a later statement can change; "never tried mountain climbing" (a past
+    form) reports what did or did not happen: a fact in the user's own words, no slot."""
+    if past_form(obj.split(" ", 1)[0]):
+        return Candidate("fact", f"{who} {freq} {_first_to_third(obj, who)}.", confidence=confidence, importance=0.6)
+    return Candidate("preference", f"{who} {freq} {_first_to_third(_conjugate_first(obj), who)}.",
+                     subject=f"habit: {subject_normalize(obj)}", value=freq, confidence=confidence, importance=0.7)
 
 
 def _conjugate_first(phrase: str) -> str:
@@ -283,8 +293,7 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             if len(obj.split()) > 14 or len(obj.split()) < 2:
                 continue
             freq = m.group("freq").lower()
-            add(Candidate("preference", f"{who} {freq} {_first_to_third(_conjugate_first(obj), who)}.",
-                          subject=f"habit: {subject_normalize(obj)}", value=freq, confidence=0.8, importance=0.7))
+            add(_habit(who, freq, obj, confidence=0.8))
         for m in _RX_ELIDED_AVOID.finditer(sentence):
             obj = _clean(m.group("obj"))
             if not obj[:1].isupper():  # a name or brand, not "and never mind"
@@ -296,8 +305,7 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             if len(obj.split()) > 14:
                 continue
             freq = m.group("freq").lower()
-            add(Candidate("preference", f"{who} {freq} {_first_to_third(_conjugate_first(obj), who)}.",
-                          subject=f"habit: {subject_normalize(obj)}", value=freq, confidence=0.75, importance=0.7))
+            add(_habit(who, freq, obj, confidence=0.75))
         for m in _RX_GOAL.finditer(sentence):
             goal = _object(m.group("g"))
             verb = m.group("verb").lower().replace("'m ", "").replace("am ", "")

@@ -30,6 +30,13 @@ _PRONOUN_SUBJECTS = frozenset("he she they his her their".split())
 _WORD = re.compile(r"[A-Za-z$€£0-9][\w'’$€£.-]*")
 
 
+def past_form(word: str) -> bool:
+    """A verb in the past ("tried", "went"): said after "never" or "always" it reports what happened, not a habit."""
+    w = word.lower()
+    # "need", "feed", "proceed" end in -ed too, in their base form.
+    return w in _IRREGULAR_PAST or (w.endswith("ed") and not w.endswith("eed") and len(w) > 3)
+
+
 def _conjugated(verb: str) -> str:
     v = verb.lower()
     if v in ("be", "am"):

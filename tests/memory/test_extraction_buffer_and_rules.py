@@ -45,3 +45,15 @@ def test_elided_habit_clause_is_split_from_the_preference(alice, alice_user):
     prefs = set(MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, kind="preference")
                 .values_list("text", flat=True))
     assert prefs == {"Ada prefers aisle seats.", "Ada never flies United."}
+
+
+def test_never_with_a_past_form_reports_what_happened_not_a_habit(alice, alice_user):
+    # After "never" or "always" a habit has the verb's base form ("never fly United"); a past form reports what did or
+    # did not happen, in the words the user used: no habit slot, and no verb conjugated twice ("trieds").
+    record_turns(alice, alice_user, [("user", "I've gone camping a few times but never tried mountain climbing."),
+                                     ("user", "I always went to the lake as a kid.")])
+    stored = dict(MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user).exclude(kind="event")
+                  .values_list("text", "subject"))
+    assert not any("trieds" in text or "wents" in text for text in stored), stored
+    assert not any(subject.startswith("habit:") for subject in stored.values()), stored
+    assert stored.get("Ada never tried mountain climbing.") == "", stored
