@@ -74,15 +74,10 @@ ASSISTANT_GUIDANCE = (
     "when the context does not already hold what you need. These tools reach this user's memory and this "
     "session's notes, nothing outside: never say you found, booked or changed anything that no tool result shows.")
 CLIENT_SYSTEM_TOKENS = 1_000
-USER_NAME_MAX_CHARS = 60
 
 
-def _system_prompt(client_system: str, toolset: Toolset | None = None, user_name: str = "") -> str:
+def _system_prompt(client_system: str, toolset: Toolset | None = None) -> str:
     parts = [settings.CONTINUUM_SYSTEM_PROMPT, ASSISTANT_GUIDANCE]
-    if user_name:
-        # Memories name the user in the third person ("Dana avoids United"); told nothing, a model repeats them so,
-        # to Dana.
-        parts.append(f"You are talking with {user_name}: what is remembered names them; speak to them as \"you\".")
     if toolset is not None:
         renamed = [f"{own} is called {name}" for name, own in toolset.memory.items() if name != own]
         if renamed:
@@ -193,12 +188,10 @@ def _turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMes
 
     # The context is composed before the input is stored, so the input appears once: as the new turn.
     tools = toolset.definitions
-    # One line of at most a name's length: the display name is the tenant's data, and it goes into the system prompt.
-    user_name = " ".join((session.user.display_name or "").split())[:USER_NAME_MAX_CHARS]
     # What is known of the user reaches every turn and its closing call, whatever the input's words.
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
     ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools,
-                       system_prompt=_system_prompt(client_system, toolset, user_name), rewrite_query=False,
+                       system_prompt=_system_prompt(client_system, toolset), rewrite_query=False,
                        prompt_apart=True, resume_from_seq=open_turn[0].seq if open_turn is not None else None,
                        surface=surface, receipt_to=receipts)
     # The tenant's token quota is charged for the composed context up front (429 before anything is recorded or
@@ -227,8 +220,9 @@ def _turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMes
         tools_ctx = ToolContext(tenant=tenant, user=session.user, session=session, user_message=user_message,
                                 goal=ctx.goal or session.goal or "")
         names = toolset.memory
+        shown_name = (session.user.display_name or "").strip()
         grounding = Grounding(actions_of=lambda tool: tool_actions(names.get(tool, tool)),
-                              ignore=tuple(user_name.split()),
+                              ignore=tuple(shown_name.split()),
                               sources=[*(e.text for e in profile_shown), *(m.text for m in ctx.memories),
                                        # the conversation and what the context holds, not our own instructions
                                        *(str(m.get("content") or "") for m in ctx.messages[1:])])
