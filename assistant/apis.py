@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from infra.errors import Conflict
 from infra.llm import llm_required
 from infra.openapi import ErrorBody
+from infra.rendering import rendered
 from infra.serializer_fields import StrictCharField
 from memory.apis.serializers import RetrievedMemoryOutput
 from sessions.models import Session
@@ -86,4 +87,4 @@ class TurnCreateApi(APIView):
             raise Conflict("Session is closed; open a new one.", code="session_closed")
         result = turn_run(tenant=tenant, session=session, user_input=data.validated_data["input"],
                           max_steps=data.validated_data["max_steps"])
-        return Response(TurnOutput(result).data)
+        return Response(rendered(TurnOutput, result))

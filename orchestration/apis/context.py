@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from context.links import link_list
 from context.models import BridgeSummary
 from infra.errors import ValidationFailed
+from infra.rendering import rendered
 from memory.apis.profile import ProfileEntryOutput
 from memory.apis.serializers import RetrievedMemoryOutput
 from sessions.selectors import access_session
@@ -66,12 +67,12 @@ class SessionContextApi(APIView):
         session = access_session(tenant=tenant, session_id=session_id)
         ctx = turn_context(tenant=tenant, session=session, new_input=data.validated_data["input"],
                               budget=data.validated_data["budget"])
-        return Response(ContextOutput({
+        return Response(rendered(ContextOutput, {
             "session_id": session.pk, "messages": ctx.messages, "breakdown": ctx.breakdown,
             "total_tokens": ctx.total_tokens, "budget": ctx.budget, "memory_status": ctx.memory_status,
             "first_turn": ctx.first_turn, "goal": ctx.goal, "memories": ctx.memories, "profile": ctx.profile,
             "bridges": ctx.bridges,
-        }).data)
+        }))
 
 
 class LinkOutput(serializers.Serializer):

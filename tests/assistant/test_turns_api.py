@@ -277,6 +277,20 @@ def test_recall_finds_only_this_users_memories_with_provenance(llm, stored, alic
     assert memories[0]["provenance"] and memories[0]["text"] == "Prefers aisle seats on long flights"
 
 
+def test_a_turns_response_is_the_turn_output_serializers(llm, stored, alice, alice_user, alice_session):
+    from assistant.apis import TurnOutput
+    from assistant.turns import turn_run
+    from infra.rendering import rendered
+
+    stored(alice, alice_user, "Prefers aisle seats on long flights")
+    llm.add(tool_step(call("recall", {"query": "aisle seats"}, "r"), call("set_goal", {"goal": "Book a flight"})),
+            answer("I found and booked a flight. You prefer aisle seats."))
+    result = turn_run(tenant=alice, session=alice_session, user_input="What seats do I like?")
+    expected = TurnOutput(result).data
+    assert expected["tool_calls"] and expected["memories"] and expected["grounding"]
+    assert rendered(TurnOutput, result) == expected
+
+
 @pytest.mark.django_db(transaction=True)
 def test_no_database_transaction_is_open_while_the_model_runs(llm, alice_client, alice_session):
     from django.db import connection
