@@ -251,3 +251,49 @@ def source_of_all(tenant):
     from sessions.models import Message
 
     return list(Message.objects.unscoped().filter(tenant=tenant, role="user").order_by("seq"))
+
+
+def test_part_of_a_statement_told_again_under_a_slot_reinforces_the_statement(alice, alice_user, settings):
+    """In a later session the model filed part of an earlier statement under a slot that another memory holds (the
+    product set's dump: "Priya would rather keep the code boring than clever." under "ledgerly"): the statement is
+    reinforced, and the slot's memory, which the repeat says nothing against, stays. Fails on the code that took a
+    slot's other value for a correction unless the repeat had the statement's very words."""
+    settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_API_KEY = "http://llm.test/v1", "m", "k"
+    settings.LLM_MAX_RETRIES = 0
+    first = ("Ada would rather keep the code boring than clever, since Ada is the only one maintaining it and reads "
+             "it again months later.")
+    ledger = "Ada's ledger app keeps the invoices of forty clients."
+    part = "Ada would rather keep the code boring than clever."
+
+    def told(text, subject="", value=""):
+        return {"kind": "fact", "text": text, "subject": subject, "value": value, "confidence": 0.9}
+
+    answers = [_llm_answer([told(first), told(ledger, "ledger", "invoices")], []),
+               _llm_answer([told(part, "ledger", "code")], [])]
+    with respx.mock(assert_all_called=True) as mock:
+        mock.post("http://llm.test/v1/chat/completions").mock(side_effect=answers)
+        record_turns(alice, alice_user, [
+            ("user", "I'd rather keep the code boring than clever, since I'm the only one maintaining it and I read it "
+                     "again months later. My ledger app keeps the invoices of forty clients."),
+            ("user", "Like I said, I'd rather keep the code boring than clever.")], extract=False)
+        for m in source_of_all(alice):
+            message_extract(tenant_id=m.tenant_id, message_id=m.pk)
+    stored = {m.text: m for m in MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user)
+              .exclude(kind="event")}
+    assert part not in stored, sorted(stored)
+    assert (stored[first].status, stored[first].reinforcement_count) == ("active", 1)
+    assert stored[ledger].status == "active"
+
+
+@pytest.mark.parametrize("text, stored, same", [
+    ("Ada would rather keep the code boring than clever.",
+     "Ada would rather keep the code boring than clever; Ada is the only one maintaining it.", True),
+    ("Ada has a standing desk.", "Ada wants a standing desk.", False),
+    ("Ada's budget is $500.", "Ada's budget is $400 or less.", False),
+    ("Ada would keep the code boring.", "Ada would not keep the code boring and clever.", False),
+    ("Ada would not keep it boring.", "Ada would keep it boring, or not clever at all.", False),
+])
+def test_a_telling_says_no_more_only_in_the_statements_own_words(text, stored, same):
+    from memory.extraction.verify import says_no_more
+
+    assert says_no_more(text, stored) is same
