@@ -110,16 +110,18 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
             # superseded the first with the very same words.
             words = value_normalize(candidate.text)
             same_words = [str(mid) for mid, _, _, text in same_slot if value_normalize(text) == words]
+            similarity = 1.0
             if not same_words and candidate.source_type != "assistant":
                 # Nor whatever slot the model filed it under before, or none: the same words said in a later session
-                # and filed under a slot this time would otherwise supersede the slot's other memories and stand
-                # beside their own first telling.
+                # (or part of them) and filed under a slot this time would otherwise supersede the slot's other
+                # memories and stand beside their own first telling.
                 nearest = _nearest_same_kind(tenant=tenant, user=user, candidate=candidate, vector=vector)
-                if nearest is not None and (value_normalize(nearest[2]) == words or (
-                        nearest[1] >= threshold and says_no_more(candidate.text, nearest[2]))):
+                if nearest is not None and value_normalize(nearest[2]) == words:
                     same_words = [nearest[0]]
+                elif nearest is not None and nearest[1] >= threshold and says_no_more(candidate.text, nearest[2]):
+                    same_words, similarity = [nearest[0]], nearest[1]
             if same_words:
-                decisions.append(Decision(candidate, REINFORCE, same_words[:1], 1.0))
+                decisions.append(Decision(candidate, REINFORCE, same_words[:1], similarity))
                 continue
             if same_slot:
                 differing = [str(mid) for mid, value, _, _ in same_slot

@@ -283,6 +283,10 @@ def test_part_of_a_statement_told_again_under_a_slot_reinforces_the_statement(al
     assert part not in stored, sorted(stored)
     assert (stored[first].status, stored[first].reinforcement_count) == ("active", 1)
     assert stored[ledger].status == "active"
+    # The history says how alike the two tellings were, not that they were the same words.
+    note = MemoryEvent.objects.for_tenant(alice).get(memory_id=stored[first].pk,
+                                                      action=MemoryEvent.Action.REINFORCED).note
+    assert note.startswith("similarity 0.9") and note != "similarity 1.000", note
 
 
 @pytest.mark.parametrize("text, stored, same", [
