@@ -70,8 +70,7 @@ def third_person(text: str, *, who: str) -> str:
     def verb_after_i(m: re.Match) -> str:
         adverb, verb = m.group("adverb") or "", m.group("verb")
         lowered = verb.lower()
-        if (lowered in _AUXILIARIES or lowered in _IRREGULAR_PAST or lowered.endswith("ed")
-                or not lowered.isalpha()):
+        if lowered in _AUXILIARIES or past_form(lowered) or not lowered.isalpha():
             return f"{who} {adverb}{verb}"
         return f"{who} {adverb}{_conjugated(verb)}"
 

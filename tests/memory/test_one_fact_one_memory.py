@@ -34,6 +34,8 @@ def active_statements(tenant, user):
     ("Dana's destination is Newark.", "Dana's destination is Newark."),
     ("Bear with me if I repeat myself.", "Bear with Dana if Dana repeats themselves."),
     ("I carve out some me-time each day.", "Dana carves out some me-time each day."),
+    ("I need a flight to Newark.", "Dana needs a flight to Newark."),
+    ("I tried sushi and I used chopsticks.", "Dana tried sushi and Dana used chopsticks."),
 ])
 def test_first_person_text_is_put_in_the_third_person(text, expected):
     assert third_person(text, who="Dana") == expected
