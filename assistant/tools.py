@@ -13,9 +13,10 @@ from django.conf import settings
 from context.buffer import buffer_add_subgoal, buffer_complete_subgoal, buffer_set_goal, buffer_update_notes
 from infra.claims import DELETE, STORE, actions_of_tool
 from infra.errors import AppError, NotFound, ServiceUnavailable, ValidationFailed
-from memory.actions import INCOMPLETE, INCOMPLETE_REASON, memory_delete, memory_remember_statements
+from memory.actions import INCOMPLETE, INCOMPLETE_REASON, memory_remember_statements
 from memory.retrieval import memory_retrieve
 from memory.validity import as_of_parse
+from orchestration.forgetting import memory_forget
 from orchestration.messages import source_of
 from sessions.models import Message
 
@@ -186,7 +187,7 @@ def _forget(ctx: ToolContext, args: dict) -> dict:
         raise ToolError("'memory_id' must be the id of a memory returned by recall.")
     try:
         # Scoped to this tenant *and* this user: another user's memory is not found, never deleted.
-        memory_delete(tenant=ctx.tenant, user=ctx.user, memory_id=memory_id, actor_type="end_user",
+        memory_forget(tenant=ctx.tenant, user=ctx.user, memory_id=memory_id, actor_type="end_user",
                       actor_id=f"{ctx.user.external_id} (via assistant)")
     except NotFound:
         raise ToolError("No memory of this user has that id.")

@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from infra import llm
 from infra.errors import AppError
 from infra.redis_client import Keys, get_redis, held_lock
+from infra.secrets import secrets_redacted
 from infra.sentences import sentences
 from infra.task_queue import task_enqueue
 from infra.tokens import count_tokens, truncate_to_tokens
@@ -206,6 +207,7 @@ def anchors_fold(*, tenant_id, user_id, session_id, use_llm: bool | None = None,
             if plan is None:
                 break
             text, method = _summarize(plan, use_llm=use_llm)
+            text = secrets_redacted(text)
             try:
                 with transaction.atomic():
                     anchor = SummaryAnchor.objects.create(

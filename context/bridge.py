@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from infra import llm
 from infra.embedder import get_embedder
 from infra.errors import AppError
+from infra.secrets import secrets_redacted
 from infra.sentences import sentences
 from infra.tokens import count_tokens, truncate_to_tokens
 from sessions.models import Message, Session
@@ -190,6 +191,7 @@ def bridge_write(*, session: Session) -> BridgeSummary:
     if bridge is not None:
         return bridge
     text, parts, method = _compose(session)
+    text, parts = secrets_redacted(text), secrets_redacted(parts)
     embedding = _embedding(parts.get("goal", ""), text)
     try:
         with transaction.atomic():

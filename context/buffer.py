@@ -20,11 +20,14 @@ import redis
 
 from infra.errors import NotFound, ValidationFailed
 from infra.redis_client import Keys, get_redis
+from infra.secrets import secrets_redacted
 from infra.sentences import sentences
+from memory.extraction.rules import slot_changes
 from sessions.models import Session
 
 from .buffer_rebuild import MESSAGE_FIELDS, buffer_build_from_db, message_entry, message_rows
 from .buffer_store import doc_normalized, script_run
+from .goal_changes import goal_revise
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +109,9 @@ def _working(w: dict) -> dict:
 
 def _apply(ids: _Ids, op: str, payload: dict, *, return_doc: bool = False) -> WriteResult:
     """Run one scripted write; a missing key is rebuilt from the database first."""
+    # What the model or a tool call asks the buffer to hold (a goal, notes, a ledger entry) may repeat what the user
+    # typed; the messages come from the database, stored redacted already.
+    payload = {k: v if k == "messages" else secrets_redacted(v) for k, v in payload.items()}
     body = json.dumps({**payload, "return_doc": return_doc}, default=str)
     for _ in range(3):
         res = script_run(ids.key, op, body)
@@ -229,7 +235,14 @@ def buffer_append_messages(*, tenant_id, user_id, session_id, message_ids: list,
         rows = message_rows(ids.tenant_id, ids.session_id, pk__in=list(wanted))
     if not rows:
         return None
-    return _apply(ids, "append", {"messages": rows, "default_goal": _default_goal(rows)})
+    said = [m["content"] for m in rows if m["role"] == "user" and slot_changes(m["content"])]
+    result = _apply(ids, "append", {"messages": rows, "default_goal": _default_goal(rows)}, return_doc=bool(said))
+    if said and result.doc is not None:
+        goal = result.doc.get("goal") or ""
+        revised = goal_revise(goal, said)
+        if revised != goal:
+            _apply(ids, "goal", {"goal": _one_line(revised, 500)})
+    return result
 
 
 def buffer_set_goal(*, tenant_id, user_id, session_id, goal: str) -> Buffer:

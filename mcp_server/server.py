@@ -28,6 +28,7 @@ from memory.validity import as_of_parse
 from orchestration.apis.context import ContextOutput
 from orchestration.apis.sessions import SessionOutput
 from orchestration.context import turn_context
+from orchestration.forgetting import memory_forget
 from sessions.selectors import access_session, session_list
 
 from .auth import Caller, current_caller
@@ -87,8 +88,8 @@ def _remember(caller: Caller, *, text: str, kind: str, subject: str, value: str,
 
 def _forget(caller: Caller, *, memory_id: str) -> dict:
     user = caller.user
-    record = actions.memory_delete(tenant=caller.tenant, user=user, memory_id=memory_id,
-                                   actor_type=MemoryEvent.Actor.END_USER, actor_id=f"{user.external_id} (via mcp)")
+    record = memory_forget(tenant=caller.tenant, user=user, memory_id=memory_id,
+                           actor_type=MemoryEvent.Actor.END_USER, actor_id=f"{user.external_id} (via mcp)")
     return {"forgotten": True, "memory_id": str(record.pk)}
 
 

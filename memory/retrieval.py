@@ -336,6 +336,10 @@ class _BudgetWalk:
         of another turn would spend on news, and k results then cover as many turns as k whole turns would. A note
         line stands for every turn it cites, so it comes in while one of them is not shown yet. Nor the same words
         twice."""
+        if not self.part_max and row.get("passage") is not None:
+            # A list without a budget (a search for k memories) shows a long message's passages as the separate
+            # memories they are: each says something of its own, and the best k may all be parts of one write-up.
+            return _said(row) in self.shown_texts
         turns = turns_of(kind=row["kind"], primary=row["source_message_id"], cited=row["source_message_ids"])
         return bool(turns and turns <= self.shown_turns) or _said(row) in self.shown_texts
 

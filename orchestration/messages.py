@@ -26,6 +26,8 @@ from memory.sources import SourceMessage
 from sessions.models import Message, Session
 from sessions.services import NewMessage, message_rows_append
 
+from .forgetting import forget_requests_honour
+
 log = logging.getLogger(__name__)
 
 
@@ -143,6 +145,8 @@ def messages_extract(*, tenant_id, message_ids, allow_llm_failure: bool = False)
         for message, result in zip(batch, done):
             results[str(message.pk)] = result
             _facts_to_buffer(message, result)
+            if result.status in ("done", "skipped"):
+                forget_requests_honour(tenant=message.tenant, user=message.session.user, message=message)
     return [results[mid] for mid in ids]
 
 

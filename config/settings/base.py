@@ -263,6 +263,10 @@ MEMORY_TTL_DAYS = env.json("MEMORY_TTL_DAYS", default={
     "event": 365, "goal": 90, "preference": None, "fact": None, "procedure": None, "note": 365})
 # Cosine similarity above which a new memory is the same as an active one of the same user (reinforce, not insert).
 MEMORY_DUPLICATE_SIMILARITY = env.float("MEMORY_DUPLICATE_SIMILARITY", default=0.92)
+# A statement that says it changes something ("I stopped...", "sorry, I meant...") supersedes its nearest memory on the
+# same topic above this cosine: a correction restates what it corrects (its subject, its verb), so it reads close to
+# it, though less close than a duplicate.
+MEMORY_CHANGE_SIMILARITY = env.float("MEMORY_CHANGE_SIMILARITY", default=0.75)
 # Candidates fetched per retriever (dense and BM25) and per user before fusion and reranking.
 MEMORY_RETRIEVAL_CANDIDATES = env.int("MEMORY_RETRIEVAL_CANDIDATES", default=60)
 # The strongest episodic hits are shown with their neighbouring turns when the token budget allows.
@@ -364,7 +368,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Secrets never reach a log line (infra/secrets.py), whatever a library or our code logs.
+    "filters": {"secrets": {"()": "infra.secrets.SecretsLogFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     # The MCP SDK logs every stateless request's end at INFO ("Terminating session: None"), and its session
     # manager's start and stop; the embedded beat logs each task it sends. Start-up prints Continuum's lines only.

@@ -17,6 +17,8 @@ from __future__ import annotations
 import functools
 import hashlib
 
+from infra.unspaced import unspaced_terms
+
 # Memories are one or two sentences: about this many content tokens once English stopwords are gone.
 # BM25's length normalisation is relative to it; the default (256) would treat every memory as tiny.
 # Documents are embedded with it, so changing it means re-embedding every point (a reindex).
@@ -47,7 +49,7 @@ def _in_tenant(vec, tenant_id):
 
 def document_sparse(text: str, *, tenant_id: str):
     """The stored sparse vector of a tenant's memory text (a qdrant_edge.SparseVector; may have no indices)."""
-    return _in_tenant(_model().embed_document(text or ""), tenant_id)
+    return _in_tenant(_model().embed_document(unspaced_terms(text or "")), tenant_id)
 
 
 def query_sparse(text: str | None, *, tenant_id: str | None = None):
@@ -55,7 +57,7 @@ def query_sparse(text: str | None, *, tenant_id: str | None = None):
     in that tenant's term ids (what its points hold); without one, the plain term ids (to compare two texts' terms)."""
     if not text or not text.strip():
         return None
-    vec = _model().embed_query(text)
+    vec = _model().embed_query(unspaced_terms(text))
     if not vec.indices:
         return None
     return _in_tenant(vec, tenant_id) if tenant_id is not None else vec

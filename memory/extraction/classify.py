@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass
 
 from infra.sentences import sentence_spans
+from infra.unspaced import UNSPACED_CHAR
 
 # Words that carry no memory-worthy content on their own: greetings, thanks, acknowledgements, praise, farewells.
 _FILLER = frozenset("""
@@ -27,7 +28,8 @@ well hmm um uh erm
 _OPENERS = frozenset("hi hey hello hiya yo howdy heya thanks thank thx cheers wow whoa woah oh aw aww yay haha "
                      "congrats congratulations bye goodbye sure yes yeah yep ok okay agreed definitely".split())
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z'’]*|\d+")
+# A word of any alphabet; in a script written without spaces, each character counts as one (infra/unspaced.py).
+_WORD = re.compile(rf"{UNSPACED_CHAR.pattern}|[^\W\d_](?:(?!{UNSPACED_CHAR.pattern})[^\W\d_]|['’])*|\d+")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from infra.errors import AppError
 from infra.llm import llm_configured
 from infra.redis_client import Keys, held_lock
 from infra.secrets import REDACTED, secrets_redact
+from infra.sentences import sentences
 
 from ..actions import decisions_apply, history_rows_together, memory_id_for
 from ..models import MemoryKind, MemoryRecord, SourceType
@@ -29,6 +30,7 @@ from ..user_lock import user_memory_lock
 from ..webhook_events import memory_webhooks_read_once
 from .candidate import Candidate
 from .classify import FACT_ROLES, extracted_roles, message_triage
+from .forget_requests import forget_requests, is_forget_request
 from .injection import candidates_screen, injection_screen
 from .passages import passages_split
 from .rules import resolve_dates, rules_extract
@@ -81,6 +83,12 @@ def candidates_for_message(message: SourceMessage, *, use_llm: bool) -> list[Can
                  len(screening.dropped), ", ".join(sorted(set(screening.dropped))))
         clean = screening.text
         if not clean.replace(REDACTED, "").strip(" .,:;-"):
+            return []
+    if message.role == "user" and forget_requests(clean):
+        # "Please forget my favourite band" asks something of the memory (orchestration/forgetting.py honours it);
+        # it is not something to remember.
+        clean = " ".join(s for s in sentences(clean) if not is_forget_request(s))
+        if not clean.strip():
             return []
     candidates = episodes_for_message(message, clean)
     if message.role != "user":
@@ -183,7 +191,7 @@ def _extract_locked(tenant, user, items: list[tuple[int, SourceMessage, Callable
     # Nothing to write but the claims (assistant turns of chatter): no other writer can be affected.
     with user_memory_lock(tenant_id=tenant.pk, user_id=user.pk) if texts else contextlib.nullcontext():
         decisions = {i: candidates_verify(tenant=tenant, user=user, candidates=found[i], vectors=vectors[i],
-                                          stated_at=message.created_at) if found[i] else []
+                                          stated_at=message.created_at, who=message.speaker) if found[i] else []
                      for i, message, _ in items}
         points: list[str] = []  # every message's vector writes, queued once
         with transaction.atomic(), memory_webhooks_read_once(), history_rows_together():

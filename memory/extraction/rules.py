@@ -78,8 +78,8 @@ _RX_BUDGET = re.compile(r"\b(?:under|below|less than|at most|max(?:imum)?(?: of)
 # that holds beyond this turn: it names a standing scope (always, every, any, unless, from now on...). A one-off
 # request ("write a function that...") names none, and "I always take the train" has a subject, so it is a habit.
 _INSTRUCTION_OPENER = re.compile(
-    r"^\s*(?:(?:please|kindly|and|also)\s+|(?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|by\s+default"
-    r"|(?:when(?:ever)?|each\s+time|every\s+time|if)\s+you\b[^,;]{1,80}),\s*)*"
+    r"^\s*(?:(?:please|kindly|and|also)\s+|(?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|by\s+default)"
+    r",?\s+|(?:when(?:ever)?|each\s+time|every\s+time|if)\s+you\b[^,;]{1,80},\s*)*"
     r"(?P<verb>always|never|don't|do\s+not|use|write|keep|answer|reply|respond|give|show|include|add|link|cite|put|"
     r"format|avoid|stop|start|make|call|address|explain|list|mention|spell|stick|be|speak|talk|label|mark|sort|round|"
     r"convert|translate|limit|skip|omit|assume|refer|treat|quote|check|ask|remind|state|say|name|prefer)\b", re.I)
@@ -114,6 +114,10 @@ def instruction_of(sentence: str) -> str | None:
 _CLAUSE_END = re.compile(r"\s+(?:and|but|because|since|so|when|while|as|although|though|or)\s+(?:I|we|he|she|they|it)\b"
                          r"|\s+(?:and|but)\s+(?=(?:never|always)\b)"
                          r"|,\s(?!(?-i:[A-Z][\w'-]*(?:\s[A-Z][\w'-]*){0,3}),)", re.I)
+
+
+# "coffee over tea", "trains to planes", "tea rather than coffee": what is preferred, and what it is preferred to.
+_RX_OVER = re.compile(r"(?!to\s)(?P<x>.+?)\s+(?:over|to|rather\s+than|instead\s+of|more\s+than)\s+(?P<y>[^,]+?)$", re.I)
 
 
 def _object(value: str) -> str:
@@ -225,6 +229,21 @@ def resolve_dates(text: str, reference: datetime | date) -> list[dict]:
     return out
 
 
+def slot_changes(text: str) -> list[tuple[str, str]]:
+    """The slots a message changes in so many words ("change the destination to Newark"): (slot, new value)."""
+    return [(subject_normalize(_clean(m.group("x"))), _clean(m.group("y")))
+            for sentence in sentences(text) for m in _RX_CHANGE.finditer(sentence) if _clean(m.group("y"))]
+
+
+def slot_values(text: str) -> dict[str, list[str]]:
+    """The values the rules read off a text, by slot ({"destination": ["NYC"], "origin": ["SFO"]})."""
+    out: dict[str, list[str]] = {}
+    for c in rules_extract(text):
+        if c.kind == "fact" and c.subject and c.value:
+            out.setdefault(c.subject, []).append(c.value)
+    return out
+
+
 def rules_extract(text: str, *, who: str = "The user", reference: datetime | date | None = None) -> list[Candidate]:
     """Explicit statements in a user's message. `text` must already be free of secrets and filler."""
     out: list[Candidate] = []
@@ -285,9 +304,15 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             if len(obj.split()) > 14 or not content_words(obj):
                 continue
             verb = m.group("verb")
-            add(Candidate("preference", f"{who} {_third_person(verb)} {_first_to_third(obj, who)}.",
+            c = Candidate("preference", f"{who} {_third_person(verb)} {_first_to_third(obj, who)}.",
                           subject=f"likes: {subject_normalize(obj)}", value=_sentiment(verb), confidence=0.85,
-                          importance=0.7))
+                          importance=0.7)
+            over = _RX_OVER.match(obj) if verb.lower() == "prefer" else None
+            if over:
+                # "coffee over tea": a liking of coffee, and no longer one of tea (verify retires that slot's value).
+                c.subject = f"likes: {subject_normalize(over.group('x'))}"
+                c.metadata["over"] = f"likes: {subject_normalize(over.group('y'))}"
+            add(c)
         for m in _RX_HABIT.finditer(sentence):
             obj = _object(m.group("obj"))
             if len(obj.split()) > 14 or len(obj.split()) < 2:

@@ -13,6 +13,7 @@ from infra.vector_store import Scope, get_vector_store
 
 from ..models import MemoryKind, MemoryRecord, MemoryStatus
 from .candidate import Candidate, value_normalize
+from .updates import changes_particulars, same_topic, says_it_changed
 
 log = logging.getLogger(__name__)
 
@@ -82,12 +83,13 @@ def _passages_of_one_message(a: Candidate, b: Candidate) -> bool:
 
 
 def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: list[list[float]],
-                      stated_at=None) -> list[Decision]:
+                      stated_at=None, who: str = "") -> list[Decision]:
     """One decision per candidate, in order. Pure reads: the caller persists the decisions in one transaction,
     holding the user's memory-write lock (memory/user_lock.py) from before this call.
 
     `stated_at`: when the candidates were said. A slot value stated after it wins whatever order the messages are
-    extracted in (retries and parallel workers reorder them), so an older contradiction does not supersede it."""
+    extracted in (retries and parallel workers reorder them), so an older contradiction does not supersede it.
+    `who`: the speaker's name, which two statements of theirs share without being about the same thing."""
     threshold = settings.MEMORY_DUPLICATE_SIMILARITY
     decisions: list[Decision] = []
     kept: list[tuple[Candidate, list[float]]] = []
@@ -99,54 +101,82 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
             decisions.append(Decision(candidate, SKIP, []))
             continue
         kept.append((candidate, vector))
-        nearest = _UNSEARCHED  # the store is asked for the nearest memory at most once per candidate
-        if candidate.subject:
-            same_slot = list(MemoryRecord.objects.for_tenant(tenant).filter(user=user, subject=candidate.subject,
-                                                         status=MemoryStatus.ACTIVE)
-                             .order_by("-created_at").values_list("id", "value", "created_at", "text"))
-            # The same statement again is the same memory, whatever value the model read off it this time: a small
-            # model fills the slot of a remark loosely ("not sure whether X belongs in the web process" under
-            # "web process", valued once "undecided" and once "background job"), and by value alone the second telling
-            # superseded the first with the very same words.
-            words = value_normalize(candidate.text)
-            same_words = [str(mid) for mid, _, _, text in same_slot if value_normalize(text) == words]
-            similarity = 1.0
-            if not same_words and candidate.source_type != "assistant":
-                # Nor whatever slot the model filed it under before, or none: the same words said in a later session
-                # (or part of them) and filed under a slot this time would otherwise supersede the slot's other
-                # memories and stand beside their own first telling.
-                nearest = _nearest_same_kind(tenant=tenant, user=user, candidate=candidate, vector=vector)
-                if nearest is not None and value_normalize(nearest[2]) == words:
-                    same_words = [nearest[0]]
-                elif nearest is not None and nearest[1] >= threshold and says_no_more(candidate.text, nearest[2]):
-                    same_words, similarity = [nearest[0]], nearest[1]
-            if same_words:
-                decisions.append(Decision(candidate, REINFORCE, same_words[:1], similarity))
-                continue
-            if same_slot:
-                differing = [str(mid) for mid, value, _, _ in same_slot
-                             if value_normalize(value) != value_normalize(candidate.value)]
-                agreeing = [str(mid) for mid, _, _, _ in same_slot if str(mid) not in differing]
-                newer = [str(mid) for mid, _, created, _ in same_slot
-                         if str(mid) in differing and stated_at is not None and created > stated_at]
-                if newer:
-                    decisions.append(Decision(candidate, OUTDATED, newer[:1]))
-                    continue
-                if differing:
-                    decisions.append(Decision(candidate, SUPERSEDE, differing))
-                    continue
-                if agreeing:
-                    decisions.append(Decision(candidate, REINFORCE, agreeing[:1], 1.0))
-                    continue
-        if candidate.source_type == "assistant":
-            # Never folded into an earlier memory: a reinforcement would count the assistant's words as the user's
-            # (the nearest event may be the user saying the same thing).
-            decisions.append(Decision(candidate, CREATE, []))
-            continue
-        if nearest is _UNSEARCHED:
-            nearest = _nearest_same_kind(tenant=tenant, user=user, candidate=candidate, vector=vector)
-        if nearest is not None and nearest[1] >= threshold:
-            decisions.append(Decision(candidate, REINFORCE, [nearest[0]], nearest[1]))
-            continue
-        decisions.append(Decision(candidate, CREATE, []))
+        decision = _decide(tenant=tenant, user=user, candidate=candidate, vector=vector, stated_at=stated_at,
+                           threshold=threshold, who=who)
+        displaced = _displaced_preferences(tenant=tenant, user=user, candidate=candidate)
+        if displaced and decision.action in (CREATE, SUPERSEDE):
+            decision = Decision(candidate, SUPERSEDE, [*decision.target_ids, *displaced])
+        decisions.append(decision)
     return decisions
+
+
+def _displaced_preferences(*, tenant, user, candidate: Candidate) -> list[str]:
+    """The liking a stated preference is preferred over ("coffee over tea" displaces "prefers tea"): one current
+    value per subject, though the new statement files itself under what it prefers."""
+    over = candidate.metadata.get("over")
+    if candidate.kind != MemoryKind.PREFERENCE or not over or candidate.source_type == "assistant":
+        return []
+    return [str(mid) for mid in MemoryRecord.objects.for_tenant(tenant).filter(
+        user=user, subject=over, status=MemoryStatus.ACTIVE, value="positive").values_list("id", flat=True)]
+
+
+def _decide(*, tenant, user, candidate: Candidate, vector: list[float], stated_at, threshold: float,
+            who: str) -> Decision:
+    nearest = _UNSEARCHED  # the store is asked for the nearest memory at most once per candidate
+    if candidate.subject:
+        same_slot = list(MemoryRecord.objects.for_tenant(tenant).filter(user=user, subject=candidate.subject,
+                                                     status=MemoryStatus.ACTIVE)
+                         .order_by("-created_at").values_list("id", "value", "created_at", "text"))
+        # The same statement again is the same memory, whatever value the model read off it this time: a small
+        # model fills the slot of a remark loosely ("not sure whether X belongs in the web process" under
+        # "web process", valued once "undecided" and once "background job"), and by value alone the second telling
+        # superseded the first with the very same words.
+        words = value_normalize(candidate.text)
+        same_words = [str(mid) for mid, _, _, text in same_slot if value_normalize(text) == words]
+        similarity = 1.0
+        if not same_words and candidate.source_type != "assistant":
+            # Nor whatever slot the model filed it under before, or none: the same words said in a later session
+            # (or part of them) and filed under a slot this time would otherwise supersede the slot's other
+            # memories and stand beside their own first telling.
+            nearest = _nearest_same_kind(tenant=tenant, user=user, candidate=candidate, vector=vector)
+            if nearest is not None and value_normalize(nearest[2]) == words:
+                same_words = [nearest[0]]
+            elif nearest is not None and nearest[1] >= threshold and says_no_more(candidate.text, nearest[2]):
+                same_words, similarity = [nearest[0]], nearest[1]
+        if same_words:
+            return Decision(candidate, REINFORCE, same_words[:1], similarity)
+        if same_slot:
+            differing = [str(mid) for mid, value, _, _ in same_slot
+                         if value_normalize(value) != value_normalize(candidate.value)]
+            agreeing = [str(mid) for mid, _, _, _ in same_slot if str(mid) not in differing]
+            newer = [str(mid) for mid, _, created, _ in same_slot
+                     if str(mid) in differing and stated_at is not None and created > stated_at]
+            if newer:
+                return Decision(candidate, OUTDATED, newer[:1])
+            if differing:
+                return Decision(candidate, SUPERSEDE, differing)
+            if agreeing:
+                return Decision(candidate, REINFORCE, agreeing[:1], 1.0)
+    if candidate.source_type == "assistant":
+        # Never folded into an earlier memory: a reinforcement would count the assistant's words as the user's
+        # (the nearest event may be the user saying the same thing).
+        return Decision(candidate, CREATE, [])
+    if nearest is _UNSEARCHED:
+        nearest = _nearest_same_kind(tenant=tenant, user=user, candidate=candidate, vector=vector)
+    if nearest is None:
+        return Decision(candidate, CREATE, [])
+    target, similarity, text = nearest
+    if similarity >= threshold:
+        # Near-identical words that change a number, a name or a negation are news about the same thing: the later
+        # telling is current. An episode that adds words of its own is its own episode beside the first.
+        if changes_particulars(candidate.text, text):
+            return Decision(candidate, SUPERSEDE, [target], similarity)
+        if candidate.kind != MemoryKind.EVENT or says_no_more(candidate.text, text):
+            return Decision(candidate, REINFORCE, [target], similarity)
+        return Decision(candidate, CREATE, [])
+    if (similarity >= settings.MEMORY_CHANGE_SIMILARITY and says_it_changed(candidate.text)
+            and same_topic(candidate.text, text, who=who)):
+        # "I stopped eating meat" after "I eat meat": a statement that says it replaces what held before replaces
+        # the nearest memory on its topic.
+        return Decision(candidate, SUPERSEDE, [target], similarity)
+    return Decision(candidate, CREATE, [])

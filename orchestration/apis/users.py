@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from infra.errors import ValidationFailed
 from memory import actions
+from memory.apis import controls
 from memory.models import MemoryEvent, MemoryKind, SourceType
 from memory.selectors import MemoryCriteria
 from tenants.apis import EndUserOutput
@@ -18,6 +19,7 @@ from tenants.selectors import access_end_user
 
 from ..erasure import user_erase
 from ..export import memory_export
+from ..forgetting import memory_forget
 from ..sessions import access_user_session
 
 END_USER = MemoryEvent.Actor.END_USER
@@ -122,3 +124,15 @@ class UserMemoryBulkDeleteApi(APIView):
         result = actions.memories_bulk_delete(tenant=tenant, user=user, criteria=criteria, actor_type=END_USER,
                                               actor_id=user.external_id, dry_run=v["dry_run"], limit=v.get("limit"))
         return Response(MemoryBulkDeleteOutput(result).data)
+
+
+class UserMemoryDetailApi(controls.UserMemoryDetailApi):
+    """A user's memory (memory/apis/controls.py), whose DELETE also takes its words out of what was derived from
+    them: the message, the session's other memories, bridges, anchors and open buffers (orchestration/forgetting.py)."""
+
+    @extend_schema(responses={204: None}, operation_id="users_memories_delete")
+    def delete(self, request, user_id, memory_id):
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=user_id)
+        memory_forget(tenant=tenant, user=user, memory_id=memory_id, actor_type=END_USER, actor_id=user.external_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
