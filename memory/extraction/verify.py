@@ -166,6 +166,9 @@ def _decide(*, tenant, user, candidate: Candidate, vector: list[float], stated_a
     if nearest is None:
         return Decision(candidate, CREATE, [])
     target, similarity, text = nearest
+    if value_normalize(text) == value_normalize(candidate.text):
+        # The same words again (or this very message extracted again): one memory.
+        return Decision(candidate, REINFORCE, [target], similarity)
     if similarity >= threshold:
         # Near-identical words that change a number, a name or a negation are news about the same thing: the later
         # telling is current. An episode that adds words of its own is its own episode beside the first.
