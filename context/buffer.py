@@ -107,11 +107,14 @@ def _working(w: dict) -> dict:
     return {"goal": doc["goal"] or "", "subgoals": doc["subgoals"], "tools": doc["tools"], "notes": doc["notes"]}
 
 
+_STORED = frozenset({"messages", "default_goal", "facts", "anchor"})
+
+
 def _apply(ids: _Ids, op: str, payload: dict, *, return_doc: bool = False) -> WriteResult:
     """Run one scripted write; a missing key is rebuilt from the database first."""
     # What the model or a tool call asks the buffer to hold (a goal, notes, a ledger entry) may repeat what the user
-    # typed; the messages come from the database, stored redacted already.
-    payload = {k: v if k == "messages" else secrets_redacted(v) for k, v in payload.items()}
+    # typed; what comes from the database (messages, the goal read off them, memories, anchors) is redacted already.
+    payload = {k: v if k in _STORED else secrets_redacted(v) for k, v in payload.items()}
     body = json.dumps({**payload, "return_doc": return_doc}, default=str)
     for _ in range(3):
         res = script_run(ids.key, op, body)
@@ -235,11 +238,11 @@ def buffer_append_messages(*, tenant_id, user_id, session_id, message_ids: list,
         rows = message_rows(ids.tenant_id, ids.session_id, pk__in=list(wanted))
     if not rows:
         return None
-    said = [m["content"] for m in rows if m["role"] == "user" and slot_changes(m["content"])]
-    result = _apply(ids, "append", {"messages": rows, "default_goal": _default_goal(rows)}, return_doc=bool(said))
-    if said and result.doc is not None:
+    changes = [change for m in rows if m["role"] == "user" for change in slot_changes(m["content"])]
+    result = _apply(ids, "append", {"messages": rows, "default_goal": _default_goal(rows)}, return_doc=bool(changes))
+    if changes and result.doc is not None:
         goal = result.doc.get("goal") or ""
-        revised = goal_revise(goal, said)
+        revised = goal_revise(goal, changes)
         if revised != goal:
             _apply(ids, "goal", {"goal": _one_line(revised, 500)})
     return result

@@ -30,7 +30,7 @@ from ..user_lock import user_memory_lock
 from ..webhook_events import memory_webhooks_read_once
 from .candidate import Candidate
 from .classify import FACT_ROLES, extracted_roles, message_triage
-from .forget_requests import forget_requests, is_forget_request
+from .forget_requests import is_forget_request
 from .injection import candidates_screen, injection_screen
 from .passages import passages_split
 from .rules import resolve_dates, rules_extract
@@ -84,12 +84,15 @@ def candidates_for_message(message: SourceMessage, *, use_llm: bool) -> list[Can
         clean = screening.text
         if not clean.replace(REDACTED, "").strip(" .,:;-"):
             return []
-    if message.role == "user" and forget_requests(clean):
+    if message.role == "user":
         # "Please forget my favourite band" asks something of the memory (orchestration/forgetting.py honours it);
         # it is not something to remember.
-        clean = " ".join(s for s in sentences(clean) if not is_forget_request(s))
-        if not clean.strip():
-            return []
+        said = sentences(clean)
+        kept = [s for s in said if not is_forget_request(s)]
+        if len(kept) < len(said):
+            clean = " ".join(kept)
+            if not clean:
+                return []
     candidates = episodes_for_message(message, clean)
     if message.role != "user":
         # What the assistant said is episodic context the user may ask about, never a fact about the user.

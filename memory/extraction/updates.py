@@ -8,8 +8,8 @@ import re
 
 from infra.support import content_words
 
-_TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
-_WORD = re.compile(r"[^\W\d_][^\W_]*(?:['’][^\W_]+)*")
+_WORDS = re.compile(r"[\w$€£%.,:/'’-]*\w")
+_NAME = re.compile(r"[^\W\d_][^\W_]*(?:['’][^\W_]+)*")
 _NEGATIONS = frozenset("not no never nor neither none nothing nobody without cannot".split())
 
 # Phrases that say the statement replaces what held before. Each names a change of state or a correction in so many
@@ -19,25 +19,34 @@ _CHANGE = re.compile(
     r"correction:|changed\s+my\s+mind|switched\s+(?:to|from|over)|(?:stopped|quit|gave\s+up)\s+\w+ing)", re.I)
 
 
-def _tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text or "")
+def _words(text: str) -> set[str]:
+    return {w.replace("’", "'") for w in _WORDS.findall((text or "").lower())}
+
+
+def _negated(words: set[str]) -> bool:
+    return bool(words & _NEGATIONS) or any(w.endswith("n't") for w in words)
+
+
+def says_no_more(text: str, stored: str) -> bool:
+    """Whether `text` says nothing that `stored` does not: every word of it is a word of the stored statement, and
+    neither negates anything. A later telling of part of a statement ("Ada would rather keep the code boring than
+    clever." of the same words followed by why) is that statement again, whatever slot a model files it under; one
+    word of its own ("has" a desk where the statement "wants" one, another sum) is news. Words alone cannot tell what
+    a "not" applies to, so a negation on either side is never folded this way."""
+    said, known = _words(text), _words(stored)
+    return bool(said) and said <= known and not _negated(said) and not _negated(known)
 
 
 def _particulars(text: str) -> tuple[set[str], set[str], bool]:
     """What a near-duplicate may not change without being news: its numbers, its names (capitalised words that do
     not open a sentence; "I" is no name), and whether it negates."""
     text = text or ""
-    tokens = _tokens(text)
-    numbers = {t for t in tokens if any(ch.isdigit() for ch in t)}
-    names = set()
-    for m in _WORD.finditer(text):
-        word = m.group(0)
-        if word[0].isupper() and not word.isupper() \
-                and text[:m.start()].rstrip()[-1:] not in (".", "!", "?", ":", ""):
-            names.add(word)
-    lowered = {t.lower().replace("’", "'") for t in tokens}
-    negated = bool(lowered & _NEGATIONS) or any(t.endswith("n't") for t in lowered)
-    return numbers, names, negated
+    words = _words(text)
+    numbers = {w for w in words if any(ch.isdigit() for ch in w)}
+    names = {m.group(0) for m in _NAME.finditer(text)
+             if m.group(0)[0].isupper() and not m.group(0).isupper()
+             and text[:m.start()].rstrip()[-1:] not in (".", "!", "?", ":", "")}
+    return numbers, names, _negated(words)
 
 
 def changes_particulars(text: str, stored: str) -> bool:

@@ -3,7 +3,6 @@ and a contradiction older than the slot's value is kept as history only."""
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -13,7 +12,7 @@ from infra.vector_store import Scope, get_vector_store
 
 from ..models import MemoryKind, MemoryRecord, MemoryStatus
 from .candidate import Candidate, value_normalize
-from .updates import changes_particulars, same_topic, says_it_changed
+from .updates import changes_particulars, same_topic, says_it_changed, says_no_more
 
 log = logging.getLogger(__name__)
 
@@ -56,28 +55,6 @@ def _nearest_same_kind(*, tenant, user, candidate: Candidate, vector: list[float
 
 
 _UNSEARCHED = object()
-_WORDS = re.compile(r"[\w$€£%.,:/'’-]*\w")
-_NEGATIONS = frozenset("not no never nor neither none nothing nobody without cannot".split())
-
-
-def _words(text: str) -> set[str]:
-    return {w.replace("’", "'") for w in _WORDS.findall(text.lower())}
-
-
-def _negated(words: set[str]) -> bool:
-    return bool(words & _NEGATIONS) or any(w.endswith("n't") for w in words)
-
-
-def says_no_more(text: str, stored: str) -> bool:
-    """Whether `text` says nothing that `stored` does not: every word of it is a word of the stored statement, and
-    neither negates anything. A later telling of part of a statement ("Ada would rather keep the code boring than
-    clever." of the same words followed by why) is that statement again, whatever slot a model files it under; one
-    word of its own ("has" a desk where the statement "wants" one, another sum) is news. Words alone cannot tell what
-    a "not" applies to, so a negation on either side is never folded this way."""
-    said, known = _words(text), _words(stored)
-    return bool(said) and said <= known and not _negated(said) and not _negated(known)
-
-
 def _passages_of_one_message(a: Candidate, b: Candidate) -> bool:
     return a.kind == b.kind == MemoryKind.EVENT and "passage" in a.metadata and "passage" in b.metadata
 
