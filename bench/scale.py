@@ -13,8 +13,8 @@ and the shard's folder on disk, each grown over the fill, divided by the points 
 Realistic points: LoCoMo dev turns embedded by the service's embedder (a pool), each point a pool turn's text with
 its vector moved a little (Gaussian noise, renormalised, cosine ~0.93 to the turn's) so no two points are equal;
 many tenants, users' sizes uneven (Zipf-like), one big user. Queries are LoCoMo questions, embedded once: the
-figures are the store's, not the embedder's. Measured on Qdrant Edge only; see docs/benchmarks.md for what carries
-to a server.
+figures are the store's, not the embedder's. Measured on Qdrant Edge only; see docs/benchmarks-changelog.md for what
+carries to a server.
 """
 from __future__ import annotations
 

@@ -394,7 +394,8 @@ MEMORY_USER_LOCK_WAIT_SECONDS = env.float("MEMORY_USER_LOCK_WAIT_SECONDS", defau
 TENANT_ERASE_USERS_PER_RUN = env.int("TENANT_ERASE_USERS_PER_RUN", default=100)
 # Whether a tenant created without saying so holds inferred memories for review (Tenant.review_inferred). Off: with
 # no model there are no inferences, and a capable hosted model's are worth having at once. scripts/run turns it on
-# for the packaged small model, whose additions matched LoCoMo's gold facts at precision 0.295 (docs/benchmarks.md).
+# for the packaged small model, whose additions matched LoCoMo's gold facts at precision 0.295
+# (docs/benchmarks-changelog.md).
 TENANT_REVIEW_INFERRED_DEFAULT = env.bool("TENANT_REVIEW_INFERRED_DEFAULT", default=False)
 # Effective importance halves every this many days without access (per kind; "default" for the rest).
 MEMORY_DECAY_HALF_LIFE_DAYS = env.json("MEMORY_DECAY_HALF_LIFE_DAYS",

@@ -1,6 +1,6 @@
 """Every benchmark runs: each bench/*.py in its --quick mode (tiny data shipped in the repository), as its own process
 the way a developer starts it, must exit 0 and print its figures. Nothing else imports the benches, so without this
-one could stop importing or running unnoticed while the README quotes it.
+one could stop importing or running unnoticed while docs/benchmarks.md quotes it.
 
 Each run gets a Redis server of its own on a spare port (bulk_import purges its broker) and a scratch PostgreSQL
 database (bulk_import and load need one); the benches that default to SQLite keep it. The embedder's ONNX export is
