@@ -301,12 +301,21 @@ class _BudgetWalk:
     def run(self, ranked: list[tuple[float, dict]]) -> int | None:
         """Takes what fits; returns where the budget stopped the walk (the memories from there on were left out
         for it), or None when k or the ranking ran out first."""
+        cut = self._walk(ranked, more_passages=False)
+        if cut is None and not self.part_max and len(self.shown) < self.k:
+            # A list without a budget (a search for k memories) that found fewer than k turns: the other passages of
+            # the long messages it shows are separate memories, each saying something of its own, and come next in
+            # their rank order (a search of one long write-up lists its best parts).
+            self._walk(ranked, more_passages=True)
+        return cut
+
+    def _walk(self, ranked: list[tuple[float, dict]], *, more_passages: bool) -> int | None:
         for pos, (score, row) in enumerate(ranked):
             if len(self.shown) >= self.k:
                 return None
             if self.block.full():
                 return pos
-            if self._repeats(row):
+            if self._repeats(row, more_passages=more_passages):
                 continue
             m = _retrieved(row, score, self.parts(row))
             m.valid_from, m.valid_to = row.get("valid_from"), row.get("valid_to")
@@ -330,15 +339,13 @@ class _BudgetWalk:
                 return pos + 1
         return None
 
-    def _repeats(self, row: dict) -> bool:
+    def _repeats(self, row: dict, *, more_passages: bool) -> bool:
         """One memory per source turn: a turn's event, the facts drawn from it, its other passages and a session
         note's line citing it say the same thing or sit in the same message; a second one spends tokens that a memory
         of another turn would spend on news, and k results then cover as many turns as k whole turns would. A note
         line stands for every turn it cites, so it comes in while one of them is not shown yet. Nor the same words
         twice."""
-        if not self.part_max and row.get("passage") is not None:
-            # A list without a budget (a search for k memories) shows a long message's passages as the separate
-            # memories they are: each says something of its own, and the best k may all be parts of one write-up.
+        if more_passages and row.get("passage") is not None:
             return _said(row) in self.shown_texts
         turns = turns_of(kind=row["kind"], primary=row["source_message_id"], cited=row["source_message_ids"])
         return bool(turns and turns <= self.shown_turns) or _said(row) in self.shown_texts
