@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
+from django.forms import BaseInlineFormSet, ModelChoiceField
 from django.urls import reverse
 from django.utils.html import format_html
 from rest_framework_api_key.admin import APIKeyModelAdmin
@@ -103,9 +104,22 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
+class ParentScopedInlineFormSet(BaseInlineFormSet):
+    """Each row's hidden id is looked up among the parent's rows: the stock field looks it up through the model's
+    default manager, which refuses a query without a tenant, and an id of another parent's row is no choice here."""
+
+    def add_fields(self, form, index):
+        super().add_fields(form, index)
+        field = form.fields.get(self._pk_field.name)
+        if isinstance(field, ModelChoiceField) and field.queryset.model is self.model:
+            field.queryset = self.queryset.using(field.queryset.db)
+
+
 class ParentScopedInlineMixin:
     """An inline's rows are those of its parent object, which the parent's admin already scoped to the user's
     tenants: the inline reads them across tenants' managers and the formset narrows them to that parent."""
+
+    formset = ParentScopedInlineFormSet
 
     def get_queryset(self, request):
         return super().get_queryset(request).unscoped()
