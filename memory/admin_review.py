@@ -28,6 +28,7 @@ from . import actions as memory_actions
 from .admin_columns import ConfidenceFilter, MemoryColumns, memory_text_short
 from .models import MemoryEvent, MemoryRecord, MemoryReview
 from .review import near_duplicate_pairs, review_pending
+from .subjects import slot_words
 
 
 def controls_apply(admin_view, request, records, control, verb: str) -> None:
@@ -75,7 +76,7 @@ class MemoryReviewAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
 
     @admin.display(description="subject → value")
     def subject_value(self, obj):
-        return f"{obj.subject} → {obj.value}" if obj.subject else "—"
+        return slot_words(subject=obj.subject, value=obj.value, text=obj.text) or "—"
 
     @admin.display(description="would replace")
     def replaces(self, obj):

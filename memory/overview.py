@@ -15,6 +15,7 @@ from django.db.models import Count, Q
 from tenants.models import EndUser, Tenant
 
 from .models import MemoryKind, MemoryRecord, MemoryStatus, SourceType
+from .subjects import subject_label
 
 # Who a memory's words come from, as a reviewer asks it ("said by").
 SAID_BY = {
@@ -83,7 +84,8 @@ def memories_by_subject(*, tenant: Tenant, user: EndUser, limit: int = 200) -> l
     for record in rows:
         key = _subject_key(record)
         if key not in groups:
-            label = record.subject if key[0] else f"other {MemoryKind(record.kind).label.lower()}s"
+            label = (subject_label(subject=record.subject, value=record.value, text=record.text) if key[0]
+                     else f"other {MemoryKind(record.kind).label.lower()}s")
             groups[key] = SubjectGroup(label=label, kind=record.kind)
         groups[key].memories.append(record)
     return sorted(groups.values(), key=lambda g: (not g.label or g.label.startswith("other "), g.kind, g.label))

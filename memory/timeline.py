@@ -20,8 +20,13 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 TIMELINE_LIMIT = 200
 
 # A moved value worth a reviewer's eye, with how it is written.
+def _quoted(value) -> str:
+    return f"“{value}”" if value else "none"
+
+
 _TRACKED = (("status", "status", str), ("confidence", "confidence", "{:.2f}".format),
-            ("importance", "importance", "{:.2f}".format), ("kind", "kind", str))
+            ("importance", "importance", "{:.2f}".format), ("kind", "kind", str), ("subject", "subject", _quoted),
+            ("value", "value", _quoted))
 
 _CREATED = {
     "user_stated": "Created from what the user said",

@@ -16,6 +16,7 @@ from infra import clock
 from infra.errors import AppError
 from memory import actions as memory_actions
 from memory.admin_columns import ConfidenceFilter, MemoryColumns, memory_text_short
+from memory.extraction.candidate import subject_normalize
 from memory.models import MemoryEvent, MemoryRecord, MemoryStatus
 from memory.timeline import memory_timeline
 from orchestration.models import ContextReceipt
@@ -50,9 +51,23 @@ class ExpiredFilter(admin.SimpleListFilter):
 
 
 class MemoryRecordForm(forms.ModelForm):
+    """The text, and the slot it fills: left as they are, subject and value are read again from an edited text;
+    changed here, they are the reviewer's."""
+
     class Meta:
         model = MemoryRecord
-        fields = ["text"]
+        fields = ["text", "subject", "value"]
+        widgets = {"value": forms.TextInput(attrs={"size": 60})}
+        help_texts = {"subject": "The slot a later statement replaces (destination, likes: united). Left as it is, "
+                                 "it is read again from an edited text.",
+                      "value": "The slot's value (Boston; positive or negative for a liking; never, always for a "
+                               "habit)."}
+
+    def clean_subject(self):
+        return subject_normalize(self.cleaned_data.get("subject", ""))
+
+    def clean_value(self):
+        return " ".join((self.cleaned_data.get("value") or "").split())
 
     def clean_text(self):
         """The same rules as any edit (length, secrets), reported on the form instead of after saving."""
@@ -95,7 +110,7 @@ class MemoryRecordAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
                                   "expires_at", "last_accessed_at", "access_count", "reinforcement_count",
                                   "status_changed_at", "superseded_by_link", "superseded_list", "updated_at")}),
     )
-    readonly_fields = ("kind", "status", "said_by", "tenant", "user_link", "subject", "value", "timeline",
+    readonly_fields = ("kind", "status", "said_by", "tenant", "user_link", "timeline",
                        "source_type", "provenance", "source_messages", "extractor", "extractor_version",
                        "created_at", "learned_at", "valid_from", "valid_to", "receipts", "confidence", "importance",
                        "expires_at", "last_accessed_at", "access_count", "reinforcement_count", "status_changed_at",
@@ -214,11 +229,16 @@ class MemoryRecordAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
         return False  # deleting is an action through memory.actions, so it leaves history and reaches Qdrant
 
     def save_model(self, request, obj, form, change):
-        """Only the text is editable; it goes through the same service as an end user's edit (re-embedded)."""
-        if change and "text" in form.changed_data:
+        """Only the text and its slot are editable; they go through the same service as an end user's edit
+        (re-embedded)."""
+        changed = set(form.changed_data) & {"text", "subject", "value"}
+        if change and changed:
+            # A slot the reviewer typed is theirs; otherwise it follows the text.
+            by_hand = {k: form.cleaned_data[k] for k in ("subject", "value")} if changed - {"text"} else {}
             try:
                 memory_actions.memory_update_text(tenant=obj.tenant, memory=obj, text=form.cleaned_data["text"],
-                                            actor_type=MemoryEvent.Actor.STAFF, actor_id=staff_actor(request))
+                                                  actor_type=MemoryEvent.Actor.STAFF, actor_id=staff_actor(request),
+                                                  **by_hand)
             except AppError as exc:
                 self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)
 

@@ -13,10 +13,13 @@ from django.db import transaction
 from django.db.models import F, Q
 
 from infra import clock
+from infra.secrets import secrets_redact
 from tenants.models import EndUser, Tenant
 
+from ..extraction.candidate import subject_normalize
 from ..models import MemoryEvent, MemoryRecord, MemoryStatus
 from ..selectors import memories_matching
+from ..subjects import slot_after_edit
 from .records import (
     _locked,
     _refuse,
@@ -63,19 +66,34 @@ def memory_update_text(
     memory_id=None,
     memory: MemoryRecord | None = None,
     user: EndUser | None = None,
+    subject: str | None = None,
+    value: str | None = None,
 ) -> MemoryRecord:
-    """Replace a memory's text; the outbox re-embeds it. Unchanged text writes nothing."""
+    """Replace a memory's text; the outbox re-embeds it. Its subject and value follow the text (read from it as
+    extraction reads a message, memory.subjects) unless the caller sets them. Nothing changed writes nothing."""
     text = memory_text_clean(text)
     with transaction.atomic():
         record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
         if record.status == Status.DELETED:
             raise _refuse(record, "edited")
-        if record.text == text:
+        new_subject, new_value = record.subject, record.value
+        if subject is not None or value is not None:
+            new_subject = record.subject if subject is None else subject_normalize(subject)
+            new_value = record.value if value is None else secrets_redact(" ".join(value.split())).text
+        elif record.text != text:
+            who = (record.user.display_name or "").strip() or "The user"
+            new_subject, new_value = slot_after_edit(text=text, kind=record.kind, who=who, subject=record.subject,
+                                                     value=record.value)
+        if (record.text, record.subject, record.value) == (text, new_subject, new_value):
             return record
         before = memory_snapshot(record)
-        record.text = text
+        notes = ["text edited"] if record.text != text else []
+        if (record.subject, record.value) != (new_subject, new_value):
+            notes.append("subject and value set" if subject is not None or value is not None
+                         else "subject and value read from the text")
+        record.text, record.subject, record.value = text, new_subject, new_value
         record.content_hash = content_hash_for(text)
-        record.save(update_fields=["text", "content_hash", "updated_at"])
+        record.save(update_fields=["text", "content_hash", "subject", "value", "updated_at"])
         memory_history_write(
             record=record,
             action=Action.UPDATED,
@@ -83,7 +101,7 @@ def memory_update_text(
             actor_id=actor_id,
             before=before,
             after=memory_snapshot(record),
-            note="text edited",
+            note="; ".join(notes),
         )
         memory_vectors_enqueue([record])
     return record
