@@ -1,14 +1,19 @@
-"""The reviewer's queue: memories held for review (approve or reject in bulk, or open one to edit it first), and one
-user's near-duplicates side by side with a merge button. Every change goes through memory.actions."""
+"""The reviewer's queue: memories held for review, each approved, rejected, edited or deleted on its own row (or in
+bulk), and one user's repeated memories side by side with a merge button. Every change goes through memory.actions."""
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
-from django.http import Http404, HttpResponseRedirect
+from django.core.exceptions import PermissionDenied
+from django.db.models import OuterRef, Subquery
+from django.http import Http404, HttpResponseBadRequest, HttpResponseNotAllowed, HttpResponseRedirect
+from django.template.loader import render_to_string
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from infra.errors import AppError
 from tenants.admin import (
@@ -19,6 +24,7 @@ from tenants.admin import (
     admin_link,
     admin_tenants,
     staff_actor,
+    user_short,
     when,
     wide_text,
 )
@@ -27,6 +33,7 @@ from tenants.models import EndUser, Tenant
 from . import actions as memory_actions
 from .admin_columns import ConfidenceFilter, MemoryColumns, memory_text_short
 from .models import MemoryEvent, MemoryRecord, MemoryReview
+from .overview import memory_origin, said_by
 from .review import near_duplicate_pairs, review_pending
 from .subjects import slot_words
 
@@ -51,8 +58,9 @@ class MemoryReviewAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
     """Memories held for review, the longest waiting first. Which are held is the tenant's setting
     (Tenant.review_inferred: inferred memories; Tenant.review_supersede_below: corrections of low confidence)."""
 
-    list_display = ("memory", "kind", "said_by", "confidence", "subject_value", "replaces", "quote", "user_column",
-                    "created")
+    # Six columns that fit a 1,400-pixel screen: what the memory is (its kind, who said it, confidence and slot on
+    # a line below it), what it would replace, its source, whose it is, since when, and the reviewer's buttons.
+    list_display = ("memory", "replaces", "quote", "whose", "review")
     list_display_links = None
     list_filter = (ScopedTenantFilter, UserFilter, "kind", ConfidenceFilter)
     search_fields = ("text", "subject", "value", "user__external_id", "user__display_name")
@@ -62,34 +70,44 @@ class MemoryReviewAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
     change_list_template = "admin/memory/memoryreview/change_list.html"
 
     def get_queryset(self, request):
-        return review_pending(queryset=super().get_queryset(request))
+        return review_pending(queryset=super().get_queryset(request)).annotate(created_by=Subquery(
+            MemoryEvent.objects.unscoped().filter(memory_uuid=OuterRef("pk"), action=MemoryEvent.Action.CREATED)
+            .order_by("id").values("actor_id")[:1]))
 
     @admin.display(description="memory", ordering="text")
     def memory(self, obj):
-        # The memory's own page holds the edit box and the approve / reject buttons.
         url = reverse("admin:memory_memoryrecord_change", args=[obj.pk])
-        return wide_text(format_html('<a href="{}">{}</a>', url, memory_text_short(obj.text, 160)), "16em")
+        slot = slot_words(subject=obj.subject, value=obj.value, text=obj.text)
+        about = " · ".join(p for p in (obj.get_kind_display().lower(), said_by(obj.source_type),
+                                       f"confidence {obj.confidence:.2f}", slot) if p)
+        return wide_text(format_html('<a href="{}">{}</a><br><small class="quiet">{}</small>', url,
+                                     memory_text_short(obj.text, 160), about), "15em")
 
-    @admin.display(description="held since", ordering="created_at")
-    def created(self, obj):
-        return when(obj.created_at)
+    @admin.display(description="review")
+    def review(self, obj):
+        """Approve, reject, edit or delete the row where it stands (the buttons post to review_row_view)."""
+        url = reverse("admin:memory_memoryreview_row", args=[obj.pk])
+        return render_to_string("admin/memory/memoryreview/review_row.html", {"url": url, "memory": obj})
 
-    @admin.display(description="subject → value")
-    def subject_value(self, obj):
-        return slot_words(subject=obj.subject, value=obj.value, text=obj.text) or "—"
+    @admin.display(description="user, held since", ordering="created_at")
+    def whose(self, obj):
+        return format_html("{}<br>{}", user_short(obj.user), when(obj.created_at))
 
     @admin.display(description="would replace")
     def replaces(self, obj):
         # A correction or a new value waits here while the value it contradicts stays in use.
         text = getattr(obj, "replaces_text", None)
-        return wide_text(memory_text_short(text, 120), "12em") if text else "—"
+        return wide_text(memory_text_short(text, 120), "9em") if text else "—"
 
-    @admin.display(description="from the message")
+    @admin.display(description="source")
     def quote(self, obj):
         if not obj.source_message_id:
-            return "—"
+            return wide_text(memory_origin(extractor=obj.extractor, created_by=getattr(obj, "created_by", "")),
+                             "10em")
         content = obj.source_message.content
-        return wide_text(format_html("“{}”", content if len(content) <= 120 else content[:119] + "…"), "14em")
+        url = reverse("admin:chat_sessions_message_change", args=[obj.source_message_id])
+        return wide_text(format_html('“{}” <a href="{}">message</a>',
+                                     content if len(content) <= 120 else content[:119] + "…", url), "11em")
 
     def has_add_permission(self, request):
         return False
@@ -130,7 +148,62 @@ class MemoryReviewAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
 
     def get_urls(self):
         return [path("duplicates/<uuid:user_id>/", self.admin_site.admin_view(self.duplicates_view),
-                     name="memory_memoryreview_duplicates"), *super().get_urls()]
+                     name="memory_memoryreview_duplicates"),
+                path("<uuid:object_id>/review/", self.admin_site.admin_view(self.review_row_view),
+                     name="memory_memoryreview_row"), *super().get_urls()]
+
+    # --- one row reviewed where it stands ----------------------------------------------------------------------
+
+    ROW_CONTROLS = {
+        "approve": (memory_actions.memory_approve, "approved"),
+        "reject": (memory_actions.memory_reject, "rejected"),
+        "delete": (memory_actions.memory_delete, "deleted"),
+    }
+
+    def review_row_view(self, request, object_id):
+        """One row's button: approve, reject or delete it, or save its edited text (and approve it). Every change
+        goes through memory.actions as the staff user; the reviewer comes back to the queue where they were."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        back = self._queue_url(request)
+        do = request.POST.get("do", "")
+        if do not in (*self.ROW_CONTROLS, "edit", "edit_approve"):
+            return HttpResponseBadRequest("Unknown review action.")
+        # One 404 for a memory that is missing and one of a tenant this user does not see.
+        if not super().get_queryset(request).filter(pk=object_id).exists():
+            raise Http404("No such memory.")
+        record = self.get_queryset(request).select_related("tenant").filter(pk=object_id).first()
+        if record is None:
+            self.message_user(request, "That memory no longer awaits review (another reviewer may have taken it).",
+                              messages.WARNING)
+            return HttpResponseRedirect(back)
+        actor = {"actor_type": MemoryEvent.Actor.STAFF, "actor_id": staff_actor(request)}
+        try:
+            if do in ("edit", "edit_approve"):
+                text = request.POST.get(f"text-{record.pk}", "")
+                record = memory_actions.memory_update_text(tenant=record.tenant, memory=record, text=text, **actor)
+                if do == "edit":
+                    self.message_user(request, f"Saved: {memory_text_short(record.text, 80)}", messages.SUCCESS)
+                    return HttpResponseRedirect(back)
+                do = "approve"
+            control, verb = self.ROW_CONTROLS[do]
+            control(tenant=record.tenant, memory=record, **actor)
+            self.message_user(request, f"Memory {verb}: {memory_text_short(record.text, 80)}", messages.SUCCESS)
+        except AppError as exc:
+            self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)
+        return HttpResponseRedirect(back)
+
+    def _queue_url(self, request) -> str:
+        """The queue page the button was pressed on (its filters and page kept), else the queue."""
+        queue = reverse("admin:memory_memoryreview_changelist")
+        referer = request.META.get("HTTP_REFERER", "")
+        if referer and url_has_allowed_host_and_scheme(referer, allowed_hosts={request.get_host()}):
+            parts = urlsplit(referer)
+            if parts.path == queue:
+                return f"{queue}?{parts.query}" if parts.query else queue
+        return queue
 
     def _user(self, request, user_id) -> EndUser:
         users = EndUser.objects.unscoped().select_related("tenant").filter(pk=user_id)

@@ -32,6 +32,18 @@ def said_by(source_type: str) -> str:
     return SAID_BY.get(source_type, source_type)
 
 
+def memory_origin(*, extractor: str, created_by: str = "") -> str:
+    """Where a memory with no source message came from, in words: a remember tool's call carries the model's
+    words, not a message of the user's. `created_by` is the actor of its creation event ("mcp")."""
+    if created_by == "mcp":
+        return "no message: written by the client's model through MCP remember"
+    if extractor == "remember":
+        return "no message: written by the assistant's remember tool"
+    if extractor == "import":
+        return "no message: imported"
+    return f"no message ({extractor or 'unknown'})"
+
+
 @dataclass(frozen=True)
 class MemoryCounts:
     by_kind: dict[str, int]  # active memories

@@ -1,30 +1,29 @@
-"""What waits for a reviewer: memories held for review, and one user's near-duplicates shown side by side.
+"""What waits for a reviewer: memories held for review, and one user's repeated memories shown side by side.
 
-The merge job folds pairs at or above MEMORY_MERGE_SIMILARITY by itself. Closer than MEMORY_REVIEW_SIMILARITY but
-below that, two memories are likely the same thing said differently, and likely enough not to be that a person
-decides: those pairs are proposed here, with the same rules the merge job keeps (same kind; a contradiction, one
-subject with two values, is never a duplicate). Two rows with one subject and one value are always proposed,
-however differently worded.
+A repeat is the same text stored twice, or nearly the same (a word or a few letters apart), passages of the
+transcript included; or two rows with one subject and one value, however worded. The rules the merge job keeps hold
+here too (same kind; a contradiction, one subject with two values, is never a duplicate).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
-import numpy as np
-from django.conf import settings
 from django.db.models import OuterRef, QuerySet, Subquery, UUIDField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
-from infra.embedder import get_embedder
 from tenants.models import EndUser, Tenant
 
 from .lifecycle.merge import contradicts, support_key
 from .models import MemoryKind, MemoryRecord, MemoryStatus
 
-# The most recent active memories of a user compared on one page view (embedding them is the page's cost).
-DUPLICATES_SCAN_MAX = 300
+# The most recent active memories of a user compared on one page view (comparing their texts is the page's cost).
+DUPLICATES_SCAN_MAX = 400
 DUPLICATE_PAIRS_MAX = 50
+# Two texts this alike are one text told again: a word or a few letters apart.
+NEAR_IDENTICAL = 0.9
 
 
 def review_pending(*, tenant: Tenant | None = None, queryset: QuerySet | None = None) -> QuerySet:
@@ -47,27 +46,48 @@ def review_pending(*, tenant: Tenant | None = None, queryset: QuerySet | None = 
 class DuplicatePair:
     keeper: MemoryRecord  # the better supported of the two: what a merge keeps
     other: MemoryRecord
-    similarity: float
+    similarity: float  # of the two texts' words and letters, 1.0 for the same text
     same_subject: bool
-    automatic: bool  # the merge job would fold it without a reviewer
+    automatic: bool  # the same text: the merge job folds it without a reviewer (its notes aside)
 
 
 def _norm(text: str) -> str:
-    return " ".join((text or "").lower().split())
+    return " ".join(re.sub(r"[^\w\s]", " ", (text or "").lower()).split())
+
+
+# The letters of a long text compared (a pasted file is kept whole, and aligning two of them costs seconds).
+COMPARED_CHARS = 2000
+
+
+def text_similarity(a: str, b: str, *, words_a: frozenset | None = None, words_b: frozenset | None = None) -> float:
+    """How nearly two normalised texts are the same words in the same order (difflib's ratio over their openings),
+    with cheap bounds first: most pairs of a user's memories differ in length or words and are never aligned."""
+    if a == b:
+        return 1.0
+    if not a or not b or 2 * min(len(a), len(b)) / (len(a) + len(b)) < NEAR_IDENTICAL:
+        return 0.0
+    words_a = frozenset(a.split()) if words_a is None else words_a
+    words_b = frozenset(b.split()) if words_b is None else words_b
+    if 2 * len(words_a & words_b) / (len(words_a) + len(words_b)) < NEAR_IDENTICAL - 0.15:
+        return 0.0
+    matcher = SequenceMatcher(None, a[:COMPARED_CHARS], b[:COMPARED_CHARS], autojunk=False)
+    if matcher.quick_ratio() < NEAR_IDENTICAL:
+        return 0.0
+    return matcher.ratio()
 
 
 def near_duplicate_pairs(*, tenant: Tenant, user: EndUser, floor: float | None = None,
                          limit: int = DUPLICATE_PAIRS_MAX) -> list[DuplicatePair]:
-    """Pairs of the user's active memories (events aside) that may say the same thing, most similar first."""
-    floor = settings.MEMORY_REVIEW_SIMILARITY if floor is None else floor
+    """Pairs of the user's active memories, passages included, that say the same thing: the same text, near the
+    same text (a word or a few letters apart), or one subject with one value however worded; most alike first.
+    Meaning alone is not enough: two unrelated goals phrased alike ("needs help with the implementation details",
+    "needs to plan tasks") sit close in vector space and are no repeat."""
+    floor = NEAR_IDENTICAL if floor is None else floor
     rows = list(MemoryRecord.objects.for_tenant(tenant)
-                .filter(user=user, status=MemoryStatus.ACTIVE).exclude(kind=MemoryKind.EVENT)
+                .filter(user=user, status=MemoryStatus.ACTIVE)
                 .select_related("source_message").order_by("-created_at", "id")[:DUPLICATES_SCAN_MAX])
-    if len(rows) < 2:
-        return []
-    vectors = np.asarray(get_embedder().embed([r.text for r in rows]), dtype=np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True).clip(min=1e-12)
-    sims = vectors @ vectors.T
+    texts = [_norm(r.text) for r in rows]
+    words = [frozenset(t.split()) for t in texts]
     pairs = []
     for i in range(len(rows)):
         for j in range(i + 1, len(rows)):
@@ -76,11 +96,11 @@ def near_duplicate_pairs(*, tenant: Tenant, user: EndUser, floor: float | None =
                 continue
             same_subject = bool(a.subject and _norm(a.subject) == _norm(b.subject)
                                 and _norm(a.value) == _norm(b.value))
-            sim = float(sims[i, j])
+            sim = text_similarity(texts[i], texts[j], words_a=words[i], words_b=words[j])
             if sim < floor and not same_subject:
                 continue
             keeper, other = (a, b) if support_key(a) >= support_key(b) else (b, a)
             pairs.append(DuplicatePair(keeper=keeper, other=other, similarity=sim, same_subject=same_subject,
-                                       automatic=sim >= settings.MEMORY_MERGE_SIMILARITY))
+                                       automatic=sim == 1.0 and a.kind != MemoryKind.NOTE))
     pairs.sort(key=lambda p: (-p.similarity, str(p.keeper.pk)))
     return pairs[:limit]

@@ -18,6 +18,7 @@ from memory import actions as memory_actions
 from memory.admin_columns import ConfidenceFilter, MemoryColumns, memory_text_short
 from memory.extraction.candidate import subject_normalize
 from memory.models import MemoryEvent, MemoryRecord, MemoryStatus
+from memory.overview import memory_origin
 from memory.timeline import memory_timeline
 from orchestration.models import ContextReceipt
 from orchestration.receipts import memory_receipt_usage
@@ -101,12 +102,15 @@ class MemoryRecordAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
     date_hierarchy = "created_at"
     change_form_template = "admin/memory/memoryrecord/change_form.html"
     object_history_template = "admin/memory/memoryrecord/object_history.html"
+    # The text and its slot first (the buttons sit above them), then where it came from and what happened to it.
     fieldsets = (
-        (None, {"fields": ("text", "kind", "status", "said_by", "tenant", "user_link", "subject", "value")}),
-        ("Timeline", {"fields": ("timeline",)}),
+        (None, {"fields": ("text", "subject", "value", "kind", "status", "said_by", "tenant", "user_link")}),
         ("Provenance", {"fields": ("source_type", "provenance", "source_messages", "extractor",
                                    "extractor_version", "created_at")}),
-        ("Lifecycle", {"fields": ("receipts", "learned_at", "valid_from", "valid_to", "confidence", "importance",
+        ("Timeline", {"fields": ("timeline",)}),
+        # Folded: dates and counts a reviewer opens when they need them.
+        ("Lifecycle", {"classes": ("collapse",),
+                       "fields": ("receipts", "learned_at", "valid_from", "valid_to", "confidence", "importance",
                                   "expires_at", "last_accessed_at", "access_count", "reinforcement_count",
                                   "status_changed_at", "superseded_by_link", "superseded_list", "updated_at")}),
     )
@@ -190,6 +194,9 @@ class MemoryRecordAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
             anchor = f"#msg-{obj.source_message_id}" if obj.source_message_id else ""
             parts.append(format_html('in <a href="{}{}">session {}</a>', url, anchor,
                                      obj.session.title or str(obj.session_id)[:8]))
+        if not obj.source_message_id:
+            created = obj.events.filter(action=MemoryEvent.Action.CREATED).order_by("id").first()
+            parts.insert(0, memory_origin(extractor=obj.extractor, created_by=created.actor_id if created else ""))
         return format_html(" ".join(["{}"] * len(parts)), *parts) if parts else "—"
 
     @admin.display(description="all source messages")
