@@ -38,7 +38,7 @@ class MemoryEventAdmin(UserColumn, UserFilterMediaMixin, TenantScopedAdminMixin,
 
     @admin.display(description="at", ordering="created_at")
     def at(self, obj):
-        return when(obj.created_at)
+        return when(obj.created_at, time=True)
 
     @admin.display(description="memory", ordering="memory__text")
     def memory_link(self, obj):

@@ -14,6 +14,7 @@ from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquer
 from django.db.models.functions import Coalesce
 from django.forms import BaseInlineFormSet, ModelChoiceField
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from rest_framework_api_key.admin import APIKeyModelAdmin
 from rest_framework_api_key.models import APIKey
@@ -266,12 +267,13 @@ def user_short(user) -> str:
                        user.external_id, str(user))
 
 
-def when(value) -> str:
-    """A list column's date: short and on one line."""
+def when(value, *, time: bool = False) -> str:
+    """A list column's date, short and on one line; with its time where several happen in a day (history)."""
     if not value:
         return "—"
+    value = timezone.localtime(value)
     return format_html('<span title="{}" style="white-space:nowrap">{}</span>', f"{value:%d %b %Y %H:%M %Z}",
-                       f"{value:%Y-%m-%d}")
+                       f"{value:%Y-%m-%d %H:%M}" if time else f"{value:%Y-%m-%d}")
 
 
 def changelist_link(model, label: str, **filters) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 
@@ -30,6 +31,15 @@ from tenants.admin import (
 
 # The transcript shown on a session's page; longer sessions show their first turns and a count.
 TRANSCRIPT_LIMIT = 500
+# Most recent first; sessions opened at one instant (an import without timestamps) by the one that went on
+# longest, then by id, so a page lists them in the same order every time.
+SESSION_ORDER = ("-opened_at", "-last_activity_at", "-message_seq", "id")
+
+
+def session_heading(session) -> str:
+    """ "Flights to Boston — Dana, 5 Dec 2026 20:31": a session in words."""
+    name = session.title or (session.goal[:80] + ("…" if len(session.goal) > 80 else "")) or "Untitled session"
+    return f"{name} — {session.user}, {session.opened_at:%d %b %Y %H:%M}"
 MessageUserFilter = user_filter("session__user", ("chat_sessions", "session", "user"))
 
 
@@ -110,15 +120,43 @@ class SessionAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmi
     list_select_related = ("user", "tenant")
     list_per_page = 50
     date_hierarchy = "opened_at"
-    fields = ("id", "tenant", "user", "state", "title", "external_id", "goal", "opened_at", "last_activity_at",
-              "closed_at", "close_reason", "previous_link", "bridge_summary", "memories_link", "transcript")
-    readonly_fields = tuple(f for f in fields if f != "title")
+    # Sessions opened at one instant (an import without timestamps) follow the one that went on longest, then id.
+    ordering = SESSION_ORDER
+    # The transcript first, under the title and one line of who and when; the session's records folded below it.
+    fieldsets = (
+        (None, {"fields": ("title", "summary_line", "transcript")}),
+        ("Bridge and memories", {"fields": ("bridge_summary", "previous_link", "memories_link")}),
+        ("Details", {"classes": ("collapse",),
+                     "fields": ("id", "tenant", "user", "state", "external_id", "goal", "opened_at",
+                                "last_activity_at", "closed_at", "close_reason")}),
+    )
+    readonly_fields = ("summary_line", "transcript", "bridge_summary", "previous_link", "memories_link", "id",
+                       "tenant", "user", "state", "external_id", "goal", "opened_at", "last_activity_at",
+                       "closed_at", "close_reason")
     inlines = [AnchorInline, LinkOutInline, LinkInInline]
     actions = ["close_sessions"]
 
     @admin.display(description="session", ordering="id")
     def short_id(self, obj):
         return str(obj.pk)[:8]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The page's heading names the session in words (its title or goal, whose, when), not its id."""
+        obj = self.get_object(request, unquote(object_id))
+        extra_context = dict(extra_context or {})
+        if obj is not None:
+            extra_context["subtitle"] = session_heading(obj)
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="session")
+    def summary_line(self, obj):
+        if not obj.pk:
+            return "—"
+        closed = (f"closed {obj.closed_at:%d %b %Y %H:%M}" + (f" ({obj.close_reason})" if obj.close_reason else "")
+                  if obj.closed_at else obj.get_state_display().lower())
+        return format_html("{} · opened {} · {} · {} message{} · <small>{}</small>", admin_link(obj.user),
+                           f"{obj.opened_at:%d %b %Y %H:%M}", closed, obj.message_seq,
+                           "" if obj.message_seq == 1 else "s", obj.pk)
 
     @admin.display(description="previous session")
     def previous_link(self, obj):

@@ -2,8 +2,13 @@
 sessions) and deletes through orchestration's erasure, so they sit here, above everything they read."""
 from __future__ import annotations
 
+import copy
+
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected
+from django.contrib.admin.utils import unquote
+from django.http import QueryDict
 from django.urls import reverse
 
 from memory.models import MemoryEvent, MemoryKind, MemoryRecord, MemoryReview, MemoryStatus, SourceType
@@ -22,6 +27,28 @@ from tenants.admin import (
     staff_actor,
 )
 from tenants.models import EndUser, Tenant, TenantApiKey
+
+from .sessions import SESSION_ORDER
+
+
+def _unconfirmed(request, *, keep: bool):
+    """The request without its confirmation, so the admin shows the confirmation page again instead of deleting: the
+    delete page deletes on any posted field, so it gets none; the delete-selected action keeps the rows chosen."""
+    retry = copy.copy(request)
+    post = request.POST.copy() if keep else QueryDict(mutable=True)
+    post.pop("post", None)
+    retry.POST = post
+    return retry
+
+
+def users_erase_selected(modeladmin, request, queryset):
+    """The admin's delete-selected action, confirmed by typing how many users are erased."""
+    if request.POST.get("post") and request.POST.get("confirm", "").strip() != str(queryset.count()):
+        response = delete_selected(modeladmin, _unconfirmed(request, keep=True), queryset)
+        response.context_data["confirm_error"] = "Not erased: the number typed does not match."
+        response.status_code = 400
+        return response
+    return delete_selected(modeladmin, request, queryset)
 
 
 class TenantApiKeyInline(ParentScopedInlineMixin, admin.TabularInline):
@@ -177,13 +204,34 @@ class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             "goals": goals,
             "stale": goals_stale_mentions(tenant=tenant, user=user, goals=goals),
             "sessions": list(session_list(tenant=tenant, user=user).select_related("bridge")
-                             .order_by("-opened_at", "id")[:self.RECENT_SESSIONS]),
+                             .order_by(*SESSION_ORDER)[:self.RECENT_SESSIONS]),
             "sessions_link": changelist_link(Session, "all sessions", user__id__exact=user.pk),
             "events_link": changelist_link(MemoryEvent, "all history events", user__id__exact=user.pk),
         }
 
     def has_add_permission(self, request):
         return False  # end users arrive through the API
+
+    # Erasing a user cannot be undone: the confirmation says so and asks for their external id (or, for several, how
+    # many), typed; a mismatch shows the page again with the error, erasing nothing.
+    delete_confirmation_template = "admin/tenants/enduser/delete_confirmation.html"
+    delete_selected_confirmation_template = "admin/tenants/enduser/delete_selected_confirmation.html"
+
+    def delete_view(self, request, object_id, extra_context=None):
+        if request.method == "POST" and request.POST.get("post"):
+            obj = self.get_object(request, unquote(object_id))
+            if obj is not None and request.POST.get("confirm", "").strip() != obj.external_id:
+                response = super().delete_view(_unconfirmed(request, keep=False), object_id, {
+                    **(extra_context or {}), "confirm_error": "Not erased: the external id typed does not match."})
+                response.status_code = 400
+                return response
+        return super().delete_view(request, object_id, extra_context)
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        if "delete_selected" in actions:
+            actions["delete_selected"] = (users_erase_selected, "delete_selected", "Erase selected end users")
+        return actions
 
     def get_deleted_objects(self, objs, request):
         return erasure_summary(objs, request, lambda u: (

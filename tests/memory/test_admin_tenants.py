@@ -141,7 +141,8 @@ def test_deleting_an_end_user_in_the_admin_erases_them(alice, alice_user):
     client = login(staff_for(alice))
     confirm = client.get(f"/admin/tenants/enduser/{alice_user.pk}/delete/")
     assert confirm.status_code == 200 and "1 memories and 0 sessions, erased" in confirm.content.decode()
-    r = client.post(f"/admin/tenants/enduser/{alice_user.pk}/delete/", {"post": "yes"})
+    r = client.post(f"/admin/tenants/enduser/{alice_user.pk}/delete/", {"post": "yes",
+                                                                         "confirm": alice_user.external_id})
     assert r.status_code == 302
     assert not EndUser.objects.unscoped().filter(pk=alice_user.pk).exists()
     assert points_of(alice, ids=[m.pk]) == {}
