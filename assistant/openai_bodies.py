@@ -63,9 +63,16 @@ def usage_chunk(*, cid: str, created: int, model: str, result) -> dict:
             "system_fingerprint": None, "choices": [], "usage": _usage(result)}
 
 
+def model_ids() -> list[str]:
+    """The model ids a request may name: the alias, then ASSISTANT_MODEL_ALIASES (names clients have built in)."""
+    extra = [name for name in settings.ASSISTANT_MODEL_ALIASES if name != settings.ASSISTANT_MODEL_ALIAS]
+    return [settings.ASSISTANT_MODEL_ALIAS, *dict.fromkeys(extra)]
+
+
 def models_body(*, tenant: Tenant) -> dict:
-    return {"object": "list", "data": [{"id": settings.ASSISTANT_MODEL_ALIAS, "object": "model",
-                                        "created": int(tenant.created_at.timestamp()), "owned_by": "continuum"}]}
+    created = int(tenant.created_at.timestamp())
+    return {"object": "list", "data": [{"id": name, "object": "model", "created": created, "owned_by": "continuum"}
+                                       for name in model_ids()]}
 
 
 _ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}

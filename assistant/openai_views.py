@@ -8,6 +8,7 @@ cancels the stream, which stops the model.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import itertools
 import json
@@ -16,13 +17,14 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import redis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import connections
-from django.http import JsonResponse, StreamingHttpResponse
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from infra.errors import AppError, NotFound, PayloadTooLarge, ServiceUnavailable
@@ -31,23 +33,19 @@ from sessions.selectors import access_session
 from tenants.authentication import tenant_from_api_key
 
 from . import openai_responses as responses
+from .idempotency import Claim, Replay, idempotency_claim, idempotency_key_parse
 from .openai_bodies import (
     chunk_body,
     completion_body,
     completion_id,
     error_body,
+    model_ids,
     models_body,
     tool_calls_delta,
     usage_chunk,
 )
-from .openai_requests import ChatRequest, chat_request_parse, chat_user_name, session_header_parse
-from .openai_sessions import (
-    chat_earlier_missing,
-    chat_session_check,
-    chat_session_resolve,
-    chat_user_resolve,
-    open_turn_input,
-)
+from .openai_requests import ChatRequest, chat_request_parse, chat_user_name, invalid, session_header_parse
+from .openai_sessions import chat_place, chat_session_check, chat_user_resolve, open_turn_input
 from .turns import turn_run
 
 log = logging.getLogger(__name__)
@@ -69,17 +67,30 @@ def _authenticate(request):
     return tenant_from_api_key(request.headers.get("Authorization", ""))
 
 
-def _prepare(request, tenant, chat: ChatRequest, *, previous_session=None):
+@dataclass
+class Prepared:
+    """What a request runs with once accepted, or the first response of the request its Idempotency-Key names."""
+    session: object = None
+    earlier: list = field(default_factory=list)
+    claim: Claim | None = None
+    replay: Replay | None = None
+
+
+def _prepare(request, tenant, chat: ChatRequest, *, previous_session=None) -> Prepared:
     """Everything that touches the database before the turn: who, which session, which turns to import.
 
     The request, its user and its session are checked (4xx with a reason) before anything is created and before
     the model is asked for: a 503 for a missing model answers only a request that would otherwise run.
     `previous_session`: the session a Responses API previous_response_id names (its user is the default user)."""
+    if chat.model not in model_ids():
+        raise NotFound(f"The model '{chat.model}' does not exist; GET /v1/models lists the models.",
+                       code="model_not_found", details={"param": "model"})
     header_user = request.headers.get("X-User-Id")
     if previous_session is not None and not (chat.user or (header_user or "").strip()):
         header_user = previous_session.user.external_id
     external_id = chat_user_name(body_user=chat.user, header_user=header_user)
     session_id = session_header_parse(request.headers.get("X-Session-Id"))
+    key = idempotency_key_parse(request.headers.get("Idempotency-Key"))
     if previous_session is not None:
         if previous_session.user.external_id != external_id:
             raise NotFound("Previous response not found.")  # the same answer as for a missing one
@@ -89,12 +100,31 @@ def _prepare(request, tenant, chat: ChatRequest, *, previous_session=None):
         chat_session_check(tenant=tenant, external_id=external_id, session_id=session_id)
     llm_required()
     user = chat_user_resolve(tenant=tenant, external_id=external_id)
-    session = chat_session_resolve(tenant=tenant, user=user, session_id=session_id)
+    claim = None
+    if key:
+        claim = idempotency_claim(tenant_id=tenant.pk, user_id=user.pk, key=key, request_parts=[
+            request.path, request.headers.get("X-Session-Id") or "", request.body])
+        if isinstance(claim, Replay):
+            return Prepared(replay=claim)
+    try:
+        return _placed(tenant, chat, user=user, session_id=session_id, claim=claim)
+    except BaseException:
+        if claim is not None:
+            claim.release()
+        raise
+
+
+def _placed(tenant, chat: ChatRequest, *, user, session_id, claim) -> Prepared:
     if not chat.user_input:  # tool outputs for the previous response: its turn's input is the session's
-        chat.user_input = open_turn_input(tenant=tenant, session=session)
-    earlier = chat_earlier_missing(tenant=tenant, session=session, earlier=chat.earlier,
-                                          user_input=chat.user_input)
-    return session, earlier
+        if session_id is None:
+            raise invalid("Tool outputs without an input continue a previous response: send previous_response_id.",
+                          param="input")
+        chat.user_input = open_turn_input(tenant=tenant, session=access_session(tenant=tenant, session_id=session_id))
+    placement = chat_place(tenant=tenant, user=user, user_input=chat.user_input, earlier=chat.earlier,
+                           session_id=session_id, continuing=chat.tool_results is not None)
+    if placement.repeated_input:  # a retry or regenerate: the turn reuses the stored input, as it was stored
+        chat.user_input = placement.repeated_input
+    return Prepared(session=placement.session, earlier=placement.earlier, claim=claim)
 
 
 @functools.lru_cache(maxsize=1)
@@ -133,7 +163,8 @@ def _start_turn(*, tenant, session, chat: ChatRequest, earlier, loop, queue: asy
         finally:
             connections.close_all()  # this thread's own connections; the request's are Django's to close
 
-    _turn_threads(max(1, settings.ASSISTANT_TURN_THREADS)).submit(target)
+    # In a copy of the request's context: the turn's log lines carry the request's id.
+    _turn_threads(max(1, settings.ASSISTANT_TURN_THREADS)).submit(contextvars.copy_context().run, target)
     return cancel
 
 
@@ -177,7 +208,8 @@ async def _event_stream(*, tenant, session, chat, earlier, cid: str):
 
 async def _accept(request, parse, prepare):
     """What both POST surfaces do first, in this order: the method, the key, the body read and parsed, then the
-    user and session resolved. Returns (request data, tenant, session, earlier turns) or an error response."""
+    user and session resolved. Returns (request data, tenant, Prepared) or a response (an error, or the replay of
+    the first response to an Idempotency-Key)."""
     if request.method != "POST":
         return _error(AppError("Use POST.", code="method_not_allowed", status=405))
     try:
@@ -187,12 +219,69 @@ async def _accept(request, parse, prepare):
         except RequestDataTooBig:
             raise PayloadTooLarge("Request body is too large.")
         data = parse(body)
-        session, earlier = await sync_to_async(prepare)(request, tenant, data)
+        prepared = await sync_to_async(prepare)(request, tenant, data)
     except AppError as exc:
         return _error(exc)
     except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
         return _error(_STORE_DOWN)
-    return data, tenant, session, earlier
+    if prepared.replay is not None:
+        return _replayed(prepared.replay)
+    return data, tenant, prepared
+
+
+def _replayed(replay: Replay):
+    if replay.content_type.startswith("text/event-stream"):
+        response = StreamingHttpResponse(iter([replay.body]), content_type=replay.content_type)
+    else:
+        response = HttpResponse(replay.body, content_type=replay.content_type)
+    for name, value in replay.headers.items():
+        response[name] = value
+    response["Idempotent-Replayed"] = "true"
+    return response
+
+
+def _streamed(frames, *, claim: Claim | None, headers: dict):
+    """The event stream as the client gets it; with an Idempotency-Key, kept for the key's retries once it ended
+    well (a failed or abandoned stream frees the key, so a retry runs the turn)."""
+    said: list[str] = []
+    failed = ('data: {"error"', "event: response.failed", "event: response.incomplete")
+
+    async def stream():
+        ended = False
+        try:
+            async for frame in frames:
+                if claim is not None and not frame.startswith(":"):
+                    said.append(frame)
+                yield frame
+            ended = not any(frame.startswith(failed) for frame in said)
+        finally:
+            if claim is not None:
+                if ended:
+                    claim.keep(body="".join(said), content_type="text/event-stream", headers=headers)
+                else:
+                    claim.release()
+
+    response = StreamingHttpResponse(stream(), content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+def _answered(body: dict, *, claim: Claim | None, headers: dict) -> JsonResponse:
+    response = JsonResponse(body)
+    for name, value in headers.items():
+        response[name] = value
+    if claim is not None:
+        claim.keep(body=response.content.decode(), content_type=response["Content-Type"], headers=headers)
+    return response
+
+
+async def _failed(exc: AppError, claim: Claim | None) -> JsonResponse:
+    if claim is not None:
+        await sync_to_async(claim.release)()
+    return _error(exc)
 
 
 @csrf_exempt
@@ -200,33 +289,33 @@ async def chat_completions(request):
     accepted = await _accept(request, chat_request_parse, _prepare)
     if not isinstance(accepted, tuple):
         return accepted
-    chat, tenant, session, earlier = accepted
+    chat, tenant, prepared = accepted
+    session, earlier, claim = prepared.session, prepared.earlier, prepared.claim
     cid = completion_id()
     headers = {"X-Session-Id": str(session.pk)}
     if chat.stream:
-        response = StreamingHttpResponse(_event_stream(tenant=tenant, session=session, chat=chat, earlier=earlier,
-                                                       cid=cid), content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        for name, value in headers.items():
-            response[name] = value
-        return response
+        return _streamed(_event_stream(tenant=tenant, session=session, chat=chat, earlier=earlier, cid=cid),
+                         claim=claim, headers=headers)
+    kind, payload = await _turn_result(tenant=tenant, session=session, chat=chat, earlier=earlier, claim=claim)
+    if kind == "error":
+        return await _failed(payload, claim)
+    return await sync_to_async(_answered)(completion_body(cid=cid, model=chat.model, result=payload), claim=claim,
+                                          headers=headers)
 
+
+async def _turn_result(*, tenant, session, chat, earlier, claim: Claim | None):
+    """Run a turn that is not streamed and wait for its one outcome: ("done", result) or ("error", AppError)."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
     cancel = _start_turn(tenant=tenant, session=session, chat=chat, earlier=earlier, loop=loop, queue=queue,
                          stream=False)
     try:
-        kind, payload = await queue.get()
+        return await queue.get()
     except asyncio.CancelledError:
         cancel.set()
+        if claim is not None:
+            claim.release()
         raise
-    if kind == "error":
-        return _error(payload)
-    response = JsonResponse(completion_body(cid=cid, model=chat.model, result=payload))
-    for name, value in headers.items():
-        response[name] = value
-    return response
 
 
 def _previous_session(tenant, previous_response_id: str | None):
@@ -313,32 +402,20 @@ async def responses_create(request):
     accepted = await _accept(request, responses.responses_request_parse, _prepare_response)
     if not isinstance(accepted, tuple):
         return accepted
-    req, tenant, session, earlier = accepted
+    req, tenant, prepared = accepted
+    session, earlier, claim = prepared.session, prepared.earlier, prepared.claim
     rid = responses.response_id(session.pk)
+    headers = {"X-Session-Id": str(session.pk)}
     if req.chat.stream:
-        response = StreamingHttpResponse(_response_events(tenant=tenant, session=session, req=req, earlier=earlier,
-                                                          rid=rid), content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        response["X-Session-Id"] = str(session.pk)
-        return response
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue = asyncio.Queue()
-    cancel = _start_turn(tenant=tenant, session=session, chat=req.chat, earlier=earlier, loop=loop, queue=queue,
-                         stream=False)
-    try:
-        kind, payload = await queue.get()
-    except asyncio.CancelledError:
-        cancel.set()
-        raise
+        return _streamed(_response_events(tenant=tenant, session=session, req=req, earlier=earlier, rid=rid),
+                         claim=claim, headers=headers)
+    kind, payload = await _turn_result(tenant=tenant, session=session, chat=req.chat, earlier=earlier, claim=claim)
     if kind == "error":
-        return _error(payload)
+        return await _failed(payload, claim)
     body = responses.response_object(rid=rid, created=responses.now(), model=req.chat.model, echo=req.echo,
                                       status="completed", result=payload,
                                       output=responses.response_output(payload, item_id=f"msg_{uuid.uuid4().hex}"))
-    response = JsonResponse(body)
-    response["X-Session-Id"] = str(session.pk)
-    return response
+    return await sync_to_async(_answered)(body, claim=claim, headers=headers)
 
 
 async def model_detail(request, model_id: str):

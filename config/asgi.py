@@ -19,6 +19,10 @@ from mcp_server.asgi import mcp_mount  # noqa: E402
 
 application = mcp_mount(application)
 
+from infra.request_id import RequestIdMiddleware  # noqa: E402
+
+application = RequestIdMiddleware(application)  # Django's and /mcp's responses and logs alike
+
 from infra.request_threads import RequestThreadPool  # noqa: E402
 
 application = RequestThreadPool(application, size=settings.ASGI_REQUEST_THREADS)

@@ -86,6 +86,11 @@ class Keys:
         return f"{cls._root()}:t:{tenant_id}:u:{user_id}:lock:{name}"
 
     @classmethod
+    def idempotency(cls, tenant_id, user_id, key_digest: str) -> str:
+        """A request's Idempotency-Key and the response it got: it carries the user, so erasing them drops it."""
+        return f"{cls._root()}:t:{tenant_id}:u:{user_id}:idem:{key_digest}"
+
+    @classmethod
     def anchor_fold_lock(cls, tenant_id, user_id, session_id) -> str:
         return cls.user_lock(tenant_id, user_id, f"anchor-fold:{session_id}")
 

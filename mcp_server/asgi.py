@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.middleware.cors import CORSMiddleware
 
 from .auth import McpAuth
 from .jsonrpc_guard import JsonRpcGuard
@@ -32,6 +33,13 @@ def mcp_mount(django_app, *, path: str = MCP_PATH):
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
     guarded = McpAuth(JsonRpcGuard(sdk_app, max_body_bytes=settings.DATA_UPLOAD_MAX_MEMORY_SIZE))
+    # Browsers: the same origins and headers as Django's API paths (django-cors-headers' settings), answered by
+    # the SDK's own framework before the key is checked (a preflight carries none).
+    guarded = CORSMiddleware(guarded, allow_origins=settings.CORS_ALLOWED_ORIGINS,
+                             allow_origin_regex="|".join(settings.CORS_ALLOWED_ORIGIN_REGEXES) or None,
+                             allow_methods=["POST", "GET", "DELETE", "OPTIONS"],
+                             allow_headers=list(settings.CORS_ALLOW_HEADERS),
+                             expose_headers=list(settings.CORS_EXPOSE_HEADERS), max_age=settings.CORS_PREFLIGHT_MAX_AGE)
 
     async def application(scope, receive, send):
         if scope["type"] == "lifespan":

@@ -14,14 +14,15 @@ import redis
 from django.db import transaction
 
 from context.anchors import anchors_after_append
-from context.buffer import buffer_add_facts, buffer_append_messages
+from context.buffer import buffer_add_facts, buffer_append_messages, buffer_delete
 from context.links import links_create_for_first_message
 from infra import clock
 from infra.errors import NotFound
 from infra.task_queue import task_enqueue
+from memory.actions import memory_delete
 from memory.extraction.classify import FACT_ROLES, extracted_roles
 from memory.extraction.pipeline import ExtractionResult, memory_extract_many
-from memory.models import MemoryKind, MemoryStatus
+from memory.models import MemoryKind, MemoryRecord, MemoryStatus
 from memory.sources import SourceMessage
 from sessions.models import Message, Session
 from sessions.services import NewMessage, message_rows_append
@@ -166,3 +167,30 @@ def messages_pending_extraction(*, tenant_id, session_id, limit: int) -> list[st
     return [str(m) for m in Message.objects.for_tenant(tenant_id)
             .filter(session_id=session_id, extracted_at__isnull=True).exclude(role=Message.Role.SYSTEM)
             .order_by("seq").values_list("id", flat=True)[:limit]]
+
+
+def messages_withdraw(*, tenant, session: Session, after_seq: int, actor_type: str = "system",
+                      actor_id: str = "") -> int:
+    """Take back what a session holds after message `after_seq` (the answer a client regenerates): the messages go,
+    with the memories drawn only from them, and the session's buffer is rebuilt without them. Returns how many
+    messages went."""
+    with transaction.atomic():
+        doomed = list(Message.objects.for_tenant(tenant).select_for_update()
+                      .filter(session=session, seq__gt=after_seq).values_list("pk", flat=True))
+        if not doomed:
+            return 0
+        ids = {str(pk) for pk in doomed}
+        drawn = MemoryRecord.objects.for_tenant(tenant).filter(
+            user_id=session.user_id, session=session, status__in=(MemoryStatus.ACTIVE, MemoryStatus.PENDING_REVIEW))
+        for record in drawn:
+            sources = {str(i) for i in record.source_message_ids or []}
+            if record.source_message_id:
+                sources.add(str(record.source_message_id))
+            if sources and sources <= ids:
+                memory_delete(tenant=tenant, memory=record, actor_type=actor_type, actor_id=actor_id)
+        Message.objects.for_tenant(tenant).filter(pk__in=doomed).delete()
+    try:
+        buffer_delete(tenant_id=tenant.pk, user_id=session.user_id, session_id=session.pk)
+    except redis.exceptions.RedisError:
+        log.warning("withdraw: the buffer of session %s could not be dropped; it expires on its own", session.pk)
+    return len(doomed)

@@ -38,6 +38,9 @@ class NewMessage:
     name: str = ""
     tool_calls: list | None = None
     tool_call_id: str = ""
+    # Already extracted where it was first stored (a chat's turns resent into a new session): kept for the context,
+    # not read for memories a second time.
+    known: bool = False
 
 
 @dataclass
@@ -137,7 +140,7 @@ def message_rows_append(*, tenant: Tenant, session_id, items: list[NewMessage],
                     name=item.name or "", external_id=item.external_id, created_at=item.created_at or now,
                     token_count=count_tokens(contents[i]), tool_calls=_redacted_calls(item.tool_calls),
                     tool_call_id=item.tool_call_id or "",
-                    extracted_at=None if item.role in pending_roles else now)
+                    extracted_at=None if item.role in pending_roles and not item.known else now)
             for i, item in enumerate(items)
         ]
         Message.objects.bulk_create(rows)

@@ -19,6 +19,12 @@ class Tenant(models.Model):
         RETURN_OPEN = "return_open", "Return the user's open session"
         CLOSE_PREVIOUS = "close_previous", "Close the open session, start a new one"
 
+    class ChatSessions(models.TextChoices):
+        BY_HISTORY = "by_history", "The client's history decides: a conversation that does not continue the open " \
+                                   "session opens a new one"
+        OPEN_SESSION = "open_session", "Every request continues the user's open session (clients that send only " \
+                                       "their newest message)"
+
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     name = models.CharField(max_length=200)
     slug = models.SlugField(max_length=80, unique=True)
@@ -29,6 +35,9 @@ class Tenant(models.Model):
         null=True, blank=True, help_text="Forget memories unused this long; empty keeps them.")
     idle_timeout_minutes = models.PositiveIntegerField(default=30)
     open_policy = models.CharField(max_length=20, choices=OpenPolicy.choices, default=OpenPolicy.CLOSE_PREVIOUS)
+    chat_sessions = models.CharField(
+        max_length=20, choices=ChatSessions.choices, default=ChatSessions.BY_HISTORY,
+        help_text="OpenAI surface, requests without X-Session-Id: how a chat's turns find their session.")
     requests_per_minute = models.PositiveIntegerField(default=600)
     tokens_per_minute = models.PositiveIntegerField(default=200_000)
     max_input_tokens = models.PositiveIntegerField(default=8_000)

@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "rest_framework_api_key",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI and Redoc, pinned and served from here (no CDN at /api/docs/)
+    "corsheaders",
     "django_celery_beat",
     "infra",
     "tenants",
@@ -51,6 +52,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # Outermost, so every error page Django or a middleware makes leaves as JSON (infra/error_pages.py).
     "infra.error_pages.JsonErrorMiddleware",
+    # Answers browsers' preflights and marks every API response, errors included (a 413 from the next one too).
+    "corsheaders.middleware.CorsMiddleware",
     "infra.middleware.BodySizeLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files (the docs' Swagger UI, the admin's styles) come from this service in every environment.
@@ -62,6 +65,28 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# --- Browsers (CORS) ---------------------------------------------------------
+# Closed by default: a browser app on another origin may call the API only once its origin is listed here (or
+# matches a regex). The REST, OpenAI and MCP paths answer preflights; the admin stays same-origin. Callers
+# authenticate with a bearer key, never cookies, so no credentials are allowed.
+CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
+CORS_ALLOWED_ORIGIN_REGEXES = env.list("CORS_ALLOWED_ORIGIN_REGEXES", default=[])
+CORS_URLS_REGEX = r"^/(api|v1|mcp)(/.*)?$"
+CORS_ALLOW_HEADERS = (
+    "accept", "authorization", "content-type", "user-agent", "x-requested-with",
+    # Continuum's own, and the retry key
+    "x-user-id", "x-session-id", "x-request-id", "idempotency-key",
+    # what the OpenAI SDKs send from a browser
+    "openai-organization", "openai-project", "openai-beta", "x-stainless-arch", "x-stainless-async",
+    "x-stainless-helper-method", "x-stainless-lang", "x-stainless-os", "x-stainless-package-version",
+    "x-stainless-read-timeout", "x-stainless-retry-count", "x-stainless-runtime", "x-stainless-runtime-version",
+    "x-stainless-stream-helper", "x-stainless-timeout",
+    # MCP's Streamable HTTP
+    "mcp-session-id", "mcp-protocol-version", "last-event-id",
+)
+CORS_EXPOSE_HEADERS = ("x-request-id", "x-session-id", "idempotent-replayed", "retry-after", "mcp-session-id")
+CORS_PREFLIGHT_MAX_AGE = 600
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -209,6 +234,9 @@ ASSISTANT_MAX_CALLS_PER_STEP = env.int("ASSISTANT_MAX_CALLS_PER_STEP", default=8
 ASSISTANT_LOOP_TOKEN_BUDGET = env.int("ASSISTANT_LOOP_TOKEN_BUDGET", default=16_000)  # what one model call may see
 ASSISTANT_OBSERVATION_TOKENS = env.int("ASSISTANT_OBSERVATION_TOKENS", default=1_000)  # cap per tool result
 ASSISTANT_MODEL_ALIAS = env("ASSISTANT_MODEL_ALIAS", default="continuum")  # the id /v1/models lists
+# Further model ids the OpenAI surface answers to (comma-separated), for clients with a model name built in; any other
+# name is a 404 model_not_found, as OpenAI answers it.
+ASSISTANT_MODEL_ALIASES = env.list("ASSISTANT_MODEL_ALIASES", default=[])
 # Sampling temperature of a turn's model calls when the client asks for none; empty: the model server's default. A
 # small model sampled at a server's usual 0.8 wanders (arguments of its own invention, a different call each step).
 ASSISTANT_TEMPERATURE = env.float("ASSISTANT_TEMPERATURE", default=None)
@@ -367,10 +395,13 @@ ASGI_REQUEST_THREADS = env.int("ASGI_REQUEST_THREADS", default=32)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    # [the request's id]: the x-request-id its response carries (infra/request_id.py), "-" outside a request.
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"}},
     # Secrets never reach a log line (infra/secrets.py), whatever a library or our code logs.
-    "filters": {"secrets": {"()": "infra.secrets.SecretsLogFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["secrets"]}},
+    "filters": {"secrets": {"()": "infra.secrets.SecretsLogFilter"},
+                "request_id": {"()": "infra.request_id.RequestIdLogFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
+                             "filters": ["secrets", "request_id"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     # The MCP SDK logs every stateless request's end at INFO ("Terminating session: None"), and its session
     # manager's start and stop; the embedded beat logs each task it sends. Start-up prints Continuum's lines only.

@@ -194,6 +194,9 @@ def test_a_queued_turn_whose_client_left_records_nothing(server, llm, alice, set
 def test_session_resolution_reuses_the_open_session_then_bridges_to_a_new_one(server, llm, alice):
     from orchestration.sessions import session_close
 
+    # A client that sends only its newest message: the tenant's setting keeps every request in the open session.
+    alice.chat_sessions = alice.ChatSessions.OPEN_SESSION
+    alice.save(update_fields=["chat_sessions"])
     llm.then = answer("ok")
     client = client_for(server, alice)
 
