@@ -1,11 +1,16 @@
 """List columns and filters the memory admins share (history, review queue, and backoffice's memory list)."""
 from __future__ import annotations
 
+import uuid
+
 from django.contrib import admin
+from django.db.models import Count
+from django.db.models.fields.json import KT
 
 from tenants.admin import user_short
 
-from .overview import said_by
+from .models import MemoryStatus
+from .overview import DISTILLED, LAYER_LABELS, layer_of, layer_q, said_by
 
 
 class ConfidenceFilter(admin.SimpleListFilter):
@@ -21,6 +26,50 @@ class ConfidenceFilter(admin.SimpleListFilter):
         if not bounds:
             return queryset
         return queryset.filter(confidence__gte=bounds[0], confidence__lt=bounds[1])
+
+
+class LayerFilter(admin.SimpleListFilter):
+    """The memory list leads with the distilled memory; the transcript's passages and the session notes are a click
+    away, each counted (active rows). A list opened from a count (a kind, a source, a status or a session picked)
+    shows every layer, so it holds what was counted."""
+
+    title = "layer"
+    parameter_name = "layer"
+    ALL = "all"
+    EXPLICIT = ("kind__exact", "source_type__exact", "status__exact", "session__id__exact")
+
+    def __init__(self, request, params, model, model_admin):
+        self.explicit = any(p in request.GET for p in self.EXPLICIT)
+        super().__init__(request, params, model, model_admin)
+
+    def effective(self) -> str:
+        value = self.value()
+        if value in (*LAYER_LABELS, self.ALL):
+            return value
+        return self.ALL if self.explicit and value is None else DISTILLED
+
+    def lookups(self, request, model_admin):
+        qs = model_admin.get_queryset(request).filter(status=MemoryStatus.ACTIVE)
+        user = request.GET.get("user__id__exact")
+        try:
+            qs = qs.filter(user__pk=uuid.UUID(user)) if user else qs
+        except ValueError:
+            qs = qs.none()
+        counts = dict.fromkeys(LAYER_LABELS, 0)
+        for row in qs.order_by().values("kind").annotate(note=KT("metadata__note"), n=Count("pk")):
+            counts[layer_of(row["kind"], row["note"])] += row["n"]
+        return [*((layer, f"{label} ({counts[layer]})") for layer, label in LAYER_LABELS.items()),
+                (self.ALL, f"all ({sum(counts.values())} active)")]
+
+    def choices(self, changelist):
+        effective = self.effective()
+        for value, label in self.lookup_choices:
+            yield {"selected": effective == value, "display": label,
+                   "query_string": changelist.get_query_string({self.parameter_name: value})}
+
+    def queryset(self, request, queryset):
+        layer = self.effective()
+        return queryset if layer == self.ALL else queryset.filter(layer_q(layer))
 
 
 def memory_text_short(text: str, limit: int = 90) -> str:

@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Q
+from django.db.models.fields.json import KT
 
 from tenants.models import EndUser, Tenant
 
@@ -26,6 +27,7 @@ SAID_BY = {
     SourceType.SYSTEM: "the system",
 }
 GROUPED_KINDS = (MemoryKind.FACT, MemoryKind.PREFERENCE, MemoryKind.PROCEDURE)
+_GROUP_ORDER = {MemoryKind.PROCEDURE: 0, MemoryKind.PREFERENCE: 1, MemoryKind.FACT: 2}
 
 
 def said_by(source_type: str) -> str:
@@ -44,27 +46,88 @@ def memory_origin(*, extractor: str, created_by: str = "") -> str:
     return f"no message ({extractor or 'unknown'})"
 
 
+# A user's memory in three layers. The distilled memory is what a reviewer reads first: the profile's kinds,
+# instructions, preferences, facts and goals, and the decisions of session notes. Passages are the user's and the
+# assistant's own words kept for search (episodic rows); session notes summarise a closed session's turns.
+DISTILLED = "distilled"
+PASSAGES = "passages"
+NOTES = "notes"
+LAYER_LABELS = {DISTILLED: "distilled memory", PASSAGES: "transcript passages", NOTES: "session notes"}
+DISTILLED_KINDS = (MemoryKind.PROCEDURE, MemoryKind.PREFERENCE, MemoryKind.FACT, MemoryKind.GOAL)
+DECISION_LABEL = "decision"
+
+
+def layer_q(layer: str) -> Q:
+    """The rows of one layer, as a queryset condition."""
+    decision = Q(kind=MemoryKind.NOTE, metadata__note=DECISION_LABEL)
+    if layer == DISTILLED:
+        return Q(kind__in=[k.value for k in DISTILLED_KINDS]) | decision
+    if layer == PASSAGES:
+        return Q(kind=MemoryKind.EVENT)
+    if layer == NOTES:
+        return Q(kind=MemoryKind.NOTE) & ~decision
+    raise ValueError(f"no layer {layer!r}")
+
+
+def layer_of(kind: str, note_label: str | None) -> str:
+    if kind == MemoryKind.EVENT:
+        return PASSAGES
+    if kind == MemoryKind.NOTE:
+        return DISTILLED if note_label == DECISION_LABEL else NOTES
+    return DISTILLED
+
+
 @dataclass(frozen=True)
 class MemoryCounts:
     by_kind: dict[str, int]  # active memories
     by_source: dict[str, int]  # active memories
     by_status: dict[str, int]  # all memories
     total: int
+    by_layer: dict[str, int] = field(default_factory=dict)  # active memories
+    passages_by_source: dict[str, int] = field(default_factory=dict)  # active passages: whose words they are
+    decisions: int = 0  # active decision lines of session notes
+
+    @property
+    def active(self) -> int:
+        return self.by_status.get(MemoryStatus.ACTIVE, 0)
 
 
 def memory_counts(*, tenant: Tenant, user: EndUser) -> MemoryCounts:
     rows = (MemoryRecord.objects.for_tenant(tenant).filter(user=user).order_by()
-            .values("status", "kind", "source_type").annotate(n=Count("pk")))
+            .values("status", "kind", "source_type").annotate(note=KT("metadata__note"), n=Count("pk")))
     by_kind: dict[str, int] = defaultdict(int)
     by_source: dict[str, int] = defaultdict(int)
     by_status: dict[str, int] = defaultdict(int)
+    by_layer: dict[str, int] = dict.fromkeys(LAYER_LABELS, 0)
+    passages: dict[str, int] = defaultdict(int)
+    decisions = 0
     for row in rows:
         by_status[row["status"]] += row["n"]
         if row["status"] == MemoryStatus.ACTIVE:
             by_kind[row["kind"]] += row["n"]
             by_source[row["source_type"]] += row["n"]
+            layer = layer_of(row["kind"], row["note"])
+            by_layer[layer] += row["n"]
+            if layer == PASSAGES:
+                passages[row["source_type"]] += row["n"]
+            if row["kind"] == MemoryKind.NOTE and layer == DISTILLED:
+                decisions += row["n"]
     return MemoryCounts(by_kind=dict(by_kind), by_source=dict(by_source), by_status=dict(by_status),
-                        total=sum(by_status.values()))
+                        total=sum(by_status.values()), by_layer=by_layer, passages_by_source=dict(passages),
+                        decisions=decisions)
+
+
+def decisions_select(*, tenant: Tenant, user: EndUser, limit: int = 20) -> list[MemoryRecord]:
+    """The decision lines of the user's session notes, newest first, with their session."""
+    return list(MemoryRecord.objects.for_tenant(tenant)
+                .filter(user=user, status=MemoryStatus.ACTIVE, kind=MemoryKind.NOTE, metadata__note=DECISION_LABEL)
+                .select_related("session").order_by("-created_at", "id")[:limit])
+
+
+def layer_select(*, tenant: Tenant, user: EndUser, layer: str, limit: int = 100) -> list[MemoryRecord]:
+    """The user's active rows of one layer, newest first, with the message and session each came from."""
+    return list(MemoryRecord.objects.for_tenant(tenant).filter(layer_q(layer), user=user, status=MemoryStatus.ACTIVE)
+                .select_related("source_message", "session").order_by("-created_at", "id")[:limit])
 
 
 @dataclass
@@ -100,14 +163,16 @@ def memories_by_subject(*, tenant: Tenant, user: EndUser, limit: int = 200) -> l
                      else f"other {MemoryKind(record.kind).label.lower()}s")
             groups[key] = SubjectGroup(label=label, kind=record.kind)
         groups[key].memories.append(record)
-    return sorted(groups.values(), key=lambda g: (not g.label or g.label.startswith("other "), g.kind, g.label))
+    # Instructions, then preferences, then facts, as the profile orders them; within each, subjects before the rest.
+    return sorted(groups.values(), key=lambda g: (_GROUP_ORDER.get(g.kind, len(_GROUP_ORDER)),
+                                                  not g.label or g.label.startswith("other "), g.label))
 
 
 def goals_open(*, tenant: Tenant, user: EndUser, limit: int = 20) -> list[MemoryRecord]:
     """Active goals, newest first (a goal is closed by superseding, expiring or deleting it)."""
     return list(MemoryRecord.objects.for_tenant(tenant)
                 .filter(user=user, status=MemoryStatus.ACTIVE, kind=MemoryKind.GOAL)
-                .select_related("session").order_by("-created_at", "id")[:limit])
+                .select_related("session", "source_message").order_by("-created_at", "id")[:limit])
 
 
 def memories_from_messages(*, tenant: Tenant, user: EndUser, message_ids: list, since=None,

@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from infra import clock
 from infra.errors import AppError
 from memory import actions as memory_actions
-from memory.admin_columns import ConfidenceFilter, MemoryColumns, memory_text_short
+from memory.admin_columns import ConfidenceFilter, LayerFilter, MemoryColumns, memory_text_short
 from memory.extraction.candidate import subject_normalize
 from memory.models import MemoryEvent, MemoryRecord, MemoryStatus
 from memory.overview import memory_origin
@@ -95,7 +95,8 @@ class MemoryRecordAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
     form = MemoryRecordForm
     # The tenant is a filter here, not a column: with it the dates fell off a 1,400-pixel screen.
     list_display = ("short_text", "kind", "status", "said_by", "confidence", "user_column", "created", "expires")
-    list_filter = (ScopedTenantFilter, UserFilter, "kind", "status", "source_type", ConfidenceFilter, ExpiredFilter)
+    list_filter = (LayerFilter, ScopedTenantFilter, UserFilter, "kind", "status", "source_type", ConfidenceFilter,
+                   ExpiredFilter)
     search_fields = ("text", "subject", "value", "user__external_id", "user__display_name")
     list_select_related = ("user", "tenant")
     list_per_page = 50

@@ -12,9 +12,21 @@ from django.http import QueryDict
 from django.urls import reverse
 
 from memory.models import MemoryEvent, MemoryKind, MemoryRecord, MemoryReview, MemoryStatus, SourceType
-from memory.overview import goals_open, goals_stale_mentions, memories_by_subject, memory_counts, said_by
+from memory.overview import (
+    DISTILLED,
+    NOTES,
+    PASSAGES,
+    decisions_select,
+    goals_open,
+    goals_stale_mentions,
+    layer_select,
+    memories_by_subject,
+    memory_counts,
+    said_by,
+)
 from memory.profile import profile_select
 from orchestration.erasure import tenant_erasure_start, user_erase
+from orchestration.extraction_yield import extraction_yield
 from sessions.models import Session
 from sessions.selectors import session_list
 from tenants.admin import (
@@ -166,17 +178,40 @@ class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def sessions_count(self, obj):
         return changelist_link(Session, str(obj.n_sessions), user__id__exact=obj.pk)
 
+    TABS = {DISTILLED: "Distilled memory", PASSAGES: "Transcript passages", NOTES: "Session notes"}
+    TAB_ROWS = 100
+
     def change_view(self, request, object_id, form_url="", extra_context=None):
         obj = self.get_object(request, object_id)
         extra_context = dict(extra_context or {})
         if obj is not None:
-            extra_context["overview"] = self.overview(obj)
+            tab = request.GET.get("tab")
+            extra_context["overview"] = self.overview(obj, tab=tab if tab in self.TABS else DISTILLED)
         return super().change_view(request, object_id, form_url, extra_context)
 
-    def overview(self, user) -> dict:
-        """What is known about the user, each part one bounded query (the page's cost does not grow with them)."""
+    def overview(self, user, tab: str = DISTILLED) -> dict:
+        """What is known about the user: the distilled memory first (profile, instructions, preferences, facts,
+        decisions, open goals, each with its source); the transcript's passages and the session notes on their own
+        tabs, counted. Each part is one bounded query, so the page's cost does not grow with them."""
         tenant = user.tenant
         counts = memory_counts(tenant=tenant, user=user)
+        here = reverse("admin:tenants_enduser_change", args=[user.pk])
+        tabs = [{"key": key, "label": label, "n": counts.by_layer.get(key, 0), "url": f"{here}?tab={key}",
+                 "current": key == tab} for key, label in self.TABS.items()]
+        common = {
+            "tab": tab, "tabs": tabs, "counts": counts,
+            "yield": extraction_yield(tenant=tenant, user=user, rows=counts.active),
+            "passages_user": counts.passages_by_source.get(SourceType.USER_STATED, 0),
+            "passages_assistant": counts.passages_by_source.get(SourceType.ASSISTANT, 0),
+            "layer_links": {layer: changelist_link(MemoryRecord, f"all {counts.by_layer.get(layer, 0)} in the memory "
+                                                   "list", user__id__exact=user.pk, layer=layer)
+                            for layer in self.TABS},
+        }
+        if tab != DISTILLED:
+            rows = layer_select(tenant=tenant, user=user, layer=tab, limit=self.TAB_ROWS)
+            for m in rows:
+                m.said_by_label = said_by(m.source_type)
+            return {**common, "rows": rows, "rows_max": self.TAB_ROWS}
 
         def link(label, n, **filters):
             return {"label": label, "n": n,
@@ -189,6 +224,8 @@ class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
             for m in group.memories:
                 m.said_by_label = said_by(m.source_type)
         return {
+            **common,
+            "decisions": decisions_select(tenant=tenant, user=user),
             "by_kind": [link(k.label, counts.by_kind.get(k.value, 0), status__exact="active", kind__exact=k.value)
                         for k in MemoryKind],
             "by_source": [link(said_by(s.value), counts.by_source.get(s.value, 0), status__exact="active",

@@ -142,7 +142,7 @@ def test_user_page_shows_profile_subjects_goals_sessions_and_linked_counts(alice
     w = world(alice, dana, 3)
     page = login(staff_for(alice)).get(f"/admin/tenants/enduser/{dana.pk}/change/").content.decode()
     assert "Standing profile" in page and "Likes city number 2." in page
-    subjects = page[page.index("Facts and preferences by subject"):page.index("Open goals")]
+    subjects = page[page.index("Instructions, preferences and facts by subject"):page.index("Open goals")]
     assert "likes: city 1" in subjects and "Has been to town 0." in subjects and "the user" in subjects
     assert "I like city number 1 a lot" in subjects  # provenance: the words it came from
     assert "Probably travels" not in subjects  # held for review, not active
