@@ -39,13 +39,17 @@ def llm(settings):
 
 @pytest.fixture
 def live_asgi(transactional_db):
-    """uvicorn serving the project's ASGI application in a thread of this process, on the test database."""
+    """uvicorn serving the project's ASGI application in a thread of this process, on the test database (Django
+    with the request ids config.asgi adds; /mcp is served by tests/conftest.py's asgi_server)."""
     from django.core.asgi import get_asgi_application
+
+    from infra.request_id import RequestIdMiddleware
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(get_asgi_application(), log_level="warning", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(RequestIdMiddleware(get_asgi_application()), log_level="warning",
+                                           lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
