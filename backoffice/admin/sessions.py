@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin, messages
-from django.contrib.admin.utils import unquote
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 
@@ -140,13 +139,11 @@ class SessionAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmi
     def short_id(self, obj):
         return str(obj.pk)[:8]
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         """The page's heading names the session in words (its title or goal, whose, when), not its id."""
-        obj = self.get_object(request, unquote(object_id))
-        extra_context = dict(extra_context or {})
         if obj is not None:
-            extra_context["subtitle"] = session_heading(obj)
-        return super().change_view(request, object_id, form_url, extra_context)
+            context["subtitle"] = session_heading(obj)
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.display(description="session")
     def summary_line(self, obj):

@@ -181,13 +181,11 @@ class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     TABS = {DISTILLED: "Distilled memory", PASSAGES: "Transcript passages", NOTES: "Session notes"}
     TAB_ROWS = 100
 
-    def change_view(self, request, object_id, form_url="", extra_context=None):
-        obj = self.get_object(request, object_id)
-        extra_context = dict(extra_context or {})
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         if obj is not None:
             tab = request.GET.get("tab")
-            extra_context["overview"] = self.overview(obj, tab=tab if tab in self.TABS else DISTILLED)
-        return super().change_view(request, object_id, form_url, extra_context)
+            context["overview"] = self.overview(obj, tab=tab if tab in self.TABS else DISTILLED)
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     def overview(self, user, tab: str = DISTILLED) -> dict:
         """What is known about the user: the distilled memory first (profile, instructions, preferences, facts,

@@ -20,7 +20,7 @@ MEMORIES = "/admin/memory/memoryrecord/"
 @pytest.mark.parametrize("text, kind, slot", [
     ("Dana avoids United.", "preference", ("likes: united", "negative")),
     ("Dana prefers aisle seats.", "preference", ("likes: aisle seats", "positive")),
-    ("Dana never wants red-eye flights.", "preference", ("habit: want red-eye flights", "never")),
+    ("Dana never flies United.", "preference", ("habit: fly united", "never")),
     ("Dana's destination is Boston.", "fact", ("destination", "Boston")),
     ("Dana is flying to Boston.", "fact", ("destination", "Boston")),
     ("Dana asked the assistant: Always answer in French in every reply.", "procedure",
