@@ -1,12 +1,11 @@
 """Read-only admins for orchestration's rows: context receipts (what memory each composed context was given, and what it
-left out) and bulk import jobs."""
+left out, read as a page) and bulk import jobs."""
 from __future__ import annotations
 
 from django.contrib import admin
 
 from sessions.admin import SessionUserFilter
 from tenants.admin import (
-    ParentScopedInlineMixin,
     ReadOnlyAdmin,
     ScopedTenantFilter,
     TenantScopedAdminMixin,
@@ -14,7 +13,8 @@ from tenants.admin import (
     admin_link,
 )
 
-from .models import ContextReceipt, ContextReceiptItem, ImportJob
+from .models import ContextReceipt, ImportJob
+from .receipt_page import receipt_page
 
 
 class MemoryUsedFilter(admin.SimpleListFilter):
@@ -37,35 +37,37 @@ class MemoryUsedFilter(admin.SimpleListFilter):
             return queryset.none()
 
 
-class ContextReceiptItemInline(ParentScopedInlineMixin, admin.TabularInline):
-    model = ContextReceiptItem
-    fields = readonly_fields = ("rank", "included", "reason", "section", "kind", "text", "score", "score_parts",
-                                "tokens", "source_message_ids")
-    extra = 0
-    can_delete = False
-    ordering = ("-section", "rank")  # the profile first, as the context shows it, then what retrieval ranked
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-
 @admin.register(ContextReceipt)
 class ContextReceiptAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
+    """A receipt reads as a page (receipt_page.py): its sections' tokens, what was given to the model linked to the
+    memories and messages, what was left out and why."""
+
     list_display = ("created_at", "surface", "session_link", "included_count", "left_out_count", "total_tokens",
                     "budget", "tenant")
     list_filter = (ScopedTenantFilter, "surface", MemoryUsedFilter)
-    list_select_related = ("tenant", "session")
+    list_select_related = ("tenant", "session", "user")
     date_hierarchy = "created_at"
-    fields = readonly_fields = ("created_at", "surface", "tenant", "user", "session_link", "query", "budget",
-                                "total_tokens", "breakdown", "memory_status", "included_count", "left_out_count")
-    inlines = [ContextReceiptItemInline]
+    fields = readonly_fields = ("created_at", "surface", "user_link", "session_link", "query", "budget",
+                                "total_tokens", "memory_status")
+    change_form_template = "admin/orchestration/contextreceipt/change_form.html"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("tenant", "session", "user")
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        if obj is not None:
+            context["receipt"] = receipt_page(receipt=obj)
+            context["subtitle"] = (f"Context for {obj.user} in “{obj.session.title or 'a session'}”, "
+                                   f"{obj.created_at:%d %b %Y %H:%M:%S}")
+        return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.display(description="session")
     def session_link(self, obj):
         return admin_link(obj.session, obj.session.title or str(obj.session_id)[:8])
+
+    @admin.display(description="user")
+    def user_link(self, obj):
+        return admin_link(obj.user)
 
 
 @admin.register(ImportJob)
