@@ -100,8 +100,9 @@ def _as_written(phrase: str, text: str) -> str:
 
 def subject_label(*, subject: str, value: str, text: str) -> str:
     """The subject as the memory reads: "likes: united" with a negative value → "avoids: United" (the text's own
-    verb where it has one: "prefers: aisle seats"), "habit: want red-eye flights" → "never: wants red-eye flights".
-    Other subjects read as they are."""
+    verb where it has one: "prefers: aisle seats"), "habit: want red-eye flights" → "never: wants red-eye flights",
+    "instruction: always answer in french" → "instruction" (its words are the memory's own, beside it). Other subjects
+    read as they are."""
     head, sep, obj = subject.partition(": ")
     if not sep:
         return subject
@@ -112,6 +113,8 @@ def subject_label(*, subject: str, value: str, text: str) -> str:
         if said:
             verb = said.group(1).lower()
         return f"{verb}: {_as_written(obj, text)}"
+    if head == "instruction":  # its words are the memory's own, shown beside it
+        return "instruction"
     if head == "habit" and value:
         said = re.search(rf"\b{re.escape(value)}\s+([^.!?]+)", text, re.I)
         return f"{value}: {said.group(1).strip() if said else obj}"

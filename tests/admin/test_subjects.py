@@ -46,6 +46,8 @@ def test_third_person_statements_read_back_in_the_users_words():
     ("likes: united", "positive", "Likes the airline.", "likes: united"),
     ("habit: want red-eye flights", "never", "Dana never wants red-eye flights.", "never: wants red-eye flights"),
     ("destination", "Boston", "Dana's destination is Boston.", "destination"),
+    ("instruction: always answer in french.", "Always answer in French.",
+     "Dana asked the assistant: Always answer in French.", "instruction"),
 ])
 def test_labels_read_as_the_memory_does(subject, value, text, label):
     assert subject_label(subject=subject, value=value, text=text) == label

@@ -83,7 +83,8 @@ def test_rows_per_user_message_are_counted_and_a_flood_is_flagged(alice, dana, l
     page = _get(root, f"{USERS}{dana.pk}/change/")
     assert "2 user messages → 13 active rows (6.5 per user message: extraction floods)" in page
     assert "7 transcript passages (2 the user's words, 5 the assistant's), 1 session note line" in page
-    top = page[page.index("the messages most rows came from"):]
+    assert "<details open>" in page  # the counts are unfolded when extraction floods
+    top = page[page.index("<caption>the messages most rows came from</caption>"):]
     assert re.findall(r"<td>(\d+)", top.split("</table>")[0]) == ["5", "5", "3"]  # the most rows first
     assert "(5 passages)</span></td>" in top and "#2 assistant</a>" in top
 
