@@ -13,17 +13,25 @@ resolved):
 - oracle: the question's own evidence turns, rendered the same way, whatever their length (what a perfect retriever
   would hand over; no budget).
 
-Two sets, one run or one at a time (--sets): LoCoMo dev (../shared/bench, each speaker an end user: bench/locomo.py's
-"two-users" shape) and the product-shaped set bench/data/product-dev.json (one user and the assistant: "assistant"
-shape). Questions are sampled per set with --seed, stratified by type (LoCoMo's categories 1-4 by name; the product
-set's types): each type gets its share of --questions in proportion to its questions, at least one while there are
-as many questions as types. The product set's implicit standing probes (a task the instruction governs, "Draft the
-release notes..."), whose gold is the instruction to follow rather than an answer, are left out: a short answer to
-a task cannot be scored against it.
+Three sets, one run or one at a time (--sets, locomo and product by default): LoCoMo dev (../shared/bench, each
+speaker an end user: bench/locomo.py's "two-users" shape), the product-shaped set bench/data/product-dev.json and
+beam-dev (../shared/bench/beam-dev.json, --beam-dataset: long user-assistant project conversations whose gold answers
+are often orderings and summaries), both one user and the assistant ("assistant" shape). Questions are sampled per set
+with --seed, stratified by type (LoCoMo's categories 1-4 by name; the other sets' types): each type gets its share of
+--questions in proportion to its questions, at least one while there are as many questions as types. Left out: a
+question without a gold answer (beam-dev's instruction- and preference-following probes), and the product set's
+implicit standing probes (a task the instruction governs, "Draft the release notes..."), whose gold is the
+instruction to follow rather than an answer: a short answer to a task cannot be scored against it. The pools hold
+383 (LoCoMo dev), 252 (product) and 95 (beam-dev) questions.
 
 The reader is the model at --base-url (by default the local llama-server of scripts/local_model.py), temperature 0,
 at most 32 tokens, the context in the system message after the reader's instructions (where a composed context puts
-it), the question as the user's message. Scores per context, overall and by type:
+it), the question as the user's message. Its answers are kept in a SQLite file (--cache, by default
+~/.cache/continuum/answers-cache.sqlite3; --no-cache asks every time) by the SHA-256 of the model's id as the server
+reports it (or --model) and the whole request (messages, temperature, max_tokens): a rerun asks the reader only for
+the contexts that changed, so the dense and oracle contexts are read once, and a rerun on unchanged contexts asks
+nothing. A cached answer keeps the reader seconds of its first reading; each set says how many answers came from the
+cache. Scores per context, overall and by type (the words as bench/scoring.py normalises them):
 - token F1 and exact match against the gold answer (SQuAD normalisation: lower case, punctuation and articles
   dropped, as LoCoMo's own evaluation also drops "and");
 - unsupported: the share of answers that state something absent from every context of the question. An answer is
@@ -32,34 +40,40 @@ it), the question as the user's message. Scores per context, overall and by type
   the context ("2022" from "last year", said in 2023) counts as unsupported too; an abstention ("not mentioned") has
   no content words beyond the stopwords and counts as supported. It measures invention, not correctness: a wrong
   answer copied from a context is supported;
-- context tokens and reader seconds per question; the F1 ratios continuum/oracle and continuum/dense.
+- gold share: the share of the gold answer's content words the context holds (an inflection counts as the word),
+  whatever the reader made of it: for a long gold answer (beam-dev's orderings and summaries) a reader of 32 tokens
+  cannot reach, it says whether the context held what the answer needs;
+- context tokens and reader seconds per question; the F1 ratios continuum/oracle and continuum/dense;
+- continuum against dense question by question (F1): wins, losses, ties, the mean difference and its 95% bootstrap
+  interval (2,000 resamples of the questions, seeded with --seed), per set and per type.
 
 The conversations are imported through the service as bench/locomo.py does (rules-only extraction, so the figures
 are about memory and retrieval, not about the reader's own extraction); --reuse-dir keeps each set's import
-(DIR/imported-<set>.json) for the next run, with the same --database-url.
+(DIR/imported-<set>.json) for the next run, with the same --database-url (beam-dev's import takes about 40
+minutes on 2 cores).
 
-    .venv/bin/python bench/answers.py --sets locomo,product --questions 20 [--seed 7] [--budget 1000]
-        [--conversations N] [--reuse-dir DIR] [--json out.json]
+    .venv/bin/python bench/answers.py --sets locomo,product,beam --questions 100 [--seed 7] [--budget 1000]
+        [--conversations N] [--reuse-dir DIR] [--cache PATH | --no-cache] [--json out.json]
 
 --quick: four questions of each set's first conversation (the short conversation shipped in bench/data, and the
 product set's first project), read by a stand-in reader unless --base-url is given (a local server that answers with
-the context line sharing the most words with the question, no model): shows the bench runs; its figures say
-nothing about a model.
+the context line sharing the most words with the question, no model), its answers kept in the run's own folder
+unless --cache is given: shows the bench runs; its figures say nothing about a model.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
 import re
+import sqlite3
 import statistics
-import string
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -68,35 +82,41 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import locomo, product_set  # noqa: E402
+from bench.scoring import (  # noqa: E402
+    exact_match,
+    gold_content_share,
+    mean_of,
+    normalize,
+    paired,
+    token_f1,
+    unsupported_words,
+)
 
 PRODUCT_DATASET = REPO / "bench" / "data" / "product-dev.json"
-SETS = {"locomo": "two-users", "product": "assistant"}  # each set's import shape
+BEAM_DATASET = REPO.parent / "shared" / "bench" / "beam-dev.json"
+SETS = {"locomo": "two-users", "product": "assistant", "beam": "assistant"}  # each set's import shape
+DEFAULT_CACHE = Path.home() / ".cache" / "continuum" / "answers-cache.sqlite3"
 CONDITIONS = ("continuum", "dense_baseline", "oracle")
 LABELS = {"continuum": "continuum", "dense_baseline": "dense baseline", "oracle": "oracle (evidence turns)"}
 READER_MAX_TOKENS = 32
 READER_SYSTEM = ("You answer questions about a long conversation, using only the context given. Answer with a few "
                  "words (a name, a date, a short phrase), no explanation. If the context does not say, answer with "
                  "your best guess from it.")
-# Words that carry no claim: an answer made only of these states nothing the contexts could lack.
-STOPWORDS = frozenset("""
-i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers herself it its
-itself they them their theirs themselves what which who whom whose this that these those am is are was were be been
-being have has had having do does did doing but if or because as until while of at by for with about against between
-into through during before after above below to from up down in out on off over under again further then once here
-there when where why how all any both each few more most other some such no nor not only own same so than too very s t
-can will just don should now would could might must shall may also yes ok okay mentioned stated specified say says
-said unknown unclear context information given provided answer none nothing since though although within
-without among across along around upon via per yet still even ever etc
-""".split())
 _TASK_PATTERNS = [re.compile("^" + re.sub(r"\\\{[a-z0-9]+\\\}", ".+", re.escape(t)) + "$")
                   for ins in product_set.INSTRUCTIONS for t in ins["task"]]
 
 
 def _args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sets", default="locomo,product", help="comma-separated: locomo, product (default both)")
+    p.add_argument("--sets", default="locomo,product",
+                   help="comma-separated: locomo, product, beam (default locomo,product)")
     p.add_argument("--locomo-dataset", default=str(locomo.DEFAULT_DATASET))
     p.add_argument("--product-dataset", default=str(PRODUCT_DATASET))
+    p.add_argument("--beam-dataset", default=str(BEAM_DATASET))
+    p.add_argument("--cache", default=None, metavar="PATH",
+                   help=f"the reader's answers, kept by (model, request) (default {DEFAULT_CACHE}; with --quick, "
+                        "a file in the run's own folder)")
+    p.add_argument("--no-cache", action="store_true", help="ask the reader every time, keep nothing")
     p.add_argument("--questions", type=int, default=20, help="questions per set, sampled (seeded) by type")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--budget", type=int, default=1000, help="context tokens of Continuum and the dense baseline")
@@ -121,13 +141,23 @@ def _args(argv=None):
     unknown = set(args.sets) - set(SETS)
     if unknown or not args.sets:
         p.error(f"--sets takes {', '.join(SETS)}; got {', '.join(sorted(unknown)) or 'none'}")
+    if "beam" in args.sets and not Path(args.beam_dataset).is_file():
+        p.error(f"--sets beam needs --beam-dataset (no {args.beam_dataset})")
     args.use_llm = False  # the import's extraction: rules only
     return args
 
 
 def overlap_reader_start() -> str:
+    """A stand-in reader on a spare loopback port (`overlap_reader_serve`). Returns its base URL."""
+    server = overlap_reader_serve()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def overlap_reader_serve() -> ThreadingHTTPServer:
     """A stand-in reader on a spare loopback port, speaking the two OpenAI routes the bench calls: it answers with
-    the context line that shares the most words with the question. Returns its base URL."""
+    the context line that shares the most words with the question. The server counts the completions it was asked
+    for (`completions`)."""
+    lock = threading.Lock()
 
     class Reader(BaseHTTPRequestHandler):
         def _send(self, body: dict) -> None:
@@ -144,6 +174,8 @@ def overlap_reader_start() -> str:
 
         def do_POST(self):
             request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            with lock:
+                self.server.completions += 1
             context = request["messages"][0]["content"].removeprefix(READER_SYSTEM)
             words = set(normalize(request["messages"][-1]["content"]))
             lines = [line.lstrip("- ") for line in context.splitlines() if line.startswith("- ")]
@@ -156,41 +188,75 @@ def overlap_reader_start() -> str:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Reader)
+    server.completions = 0
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+    return server
 
 
-def normalize(text: str) -> list[str]:
-    text = str(text).lower()
-    text = "".join(ch for ch in text if ch not in set(string.punctuation))
-    text = re.sub(r"\b(a|an|the|and)\b", " ", text)
-    return text.split()
+class AnswerCache:
+    """The reader's answers kept in a SQLite file by (model, request): a rerun reads only the contexts that changed.
+
+    The key is the SHA-256 of the model's id (as the server reports it, or --model) and the whole request body
+    (messages, temperature, max_tokens), so any change to a context, the instructions or the question asks again.
+    Safe to share between threads. `path` None keeps nothing (--no-cache)."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.hits, self.misses = path, 0, 0
+        self._lock = threading.Lock()
+        self._db = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+            self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, model TEXT NOT NULL, "
+                             "answer TEXT NOT NULL, seconds REAL NOT NULL, created TEXT NOT NULL)")
+            self._db.commit()
+
+    @staticmethod
+    def key(model: str, body: dict) -> str:
+        raw = json.dumps({"model": model, "request": body}, sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(raw.encode()).hexdigest()
+
+    def get(self, key: str) -> tuple[str, float] | None:
+        if self._db is None:
+            return None
+        with self._lock:
+            row = self._db.execute("SELECT answer, seconds FROM answers WHERE key = ?", (key,)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def put(self, key: str, model: str, answer: str, seconds: float) -> None:
+        if self._db is None:
+            return
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?)",
+                             (key, model, answer, seconds, time.strftime("%Y-%m-%dT%H:%M:%S")))
+            self._db.commit()
+
+    def count(self, *, hit: bool) -> None:
+        with self._lock:
+            if hit:
+                self.hits += 1
+            else:
+                self.misses += 1
 
 
-def token_f1(prediction: str, gold: str) -> float:
-    p, g = normalize(prediction), normalize(gold)
-    common = sum((Counter(p) & Counter(g)).values())
-    if not p or not g or not common:
-        return float(p == g)
-    precision, recall = common / len(p), common / len(g)
-    return 2 * precision * recall / (precision + recall)
-
-
-def exact_match(prediction: str, gold: str) -> float:
-    return float(normalize(prediction) == normalize(gold))
-
-
-def unsupported_words(answer: str, sources: list[str]) -> list[str]:
-    """The answer's content words (normalised, stopwords dropped) found in none of the sources. A word of letters
-    is found when a source's word starts with its first max(5, length - 3) letters, so an inflection is the same
-    word ("prioritizes" for "prioritize", "clients" for "client"); a number must be there as it is."""
-    known = {w for text in sources for w in normalize(text)}
-    stems = {w[:n] for w in known if w.isalpha() for n in range(5, len(w) + 1)}
-
-    def found(w: str) -> bool:
-        return w in known or (w.isalpha() and len(w) >= 5 and w[:max(5, len(w) - 3)] in stems)
-
-    return [w for w in dict.fromkeys(normalize(answer)) if w not in STOPWORDS and not found(w)]
+def reader_answer(*, reader, cache: AnswerCache, model: str, context: str, question: str) -> tuple[str, float, bool]:
+    """(answer, reader seconds, from the cache): the reader's answer to the question from the context, asked only
+    when the cache does not hold it. A cached answer keeps the seconds its reading took."""
+    body = {"messages": [{"role": "system", "content": f"{READER_SYSTEM}\n\n{context}" if context else READER_SYSTEM},
+                         {"role": "user", "content": question}],
+            "temperature": 0, "max_tokens": READER_MAX_TOKENS}
+    key = AnswerCache.key(model, body)
+    kept = cache.get(key)
+    if kept is not None:
+        cache.count(hit=True)
+        return kept[0], kept[1], True
+    started = time.perf_counter()
+    reply = reader.chat.completions.create(model=model, **body)
+    seconds = round(time.perf_counter() - started, 2)
+    answer = (reply.choices[0].message.content or "").strip()
+    cache.put(key, model, answer, seconds)
+    cache.count(hit=False)
+    return answer, seconds, False
 
 
 def is_task_probe(question: str) -> bool:
@@ -269,12 +335,12 @@ class Conversation:
         return [self.by_dia[d] for d in dict.fromkeys(dia_ids) if d in self.by_dia]
 
 
-def _run_set(name: str, args, reader, model_of, workdir: Path) -> dict:
+def _run_set(name: str, args, reader, model_of, workdir: Path, cache: AnswerCache) -> dict:
     from context.composer import memory_section_text
     from infra.embedder import get_embedder
     from infra.tokens import count_tokens
 
-    path = Path(args.locomo_dataset if name == "locomo" else args.product_dataset)
+    path = Path({"locomo": args.locomo_dataset, "product": args.product_dataset, "beam": args.beam_dataset}[name])
     data = json.loads(path.read_text())
     if args.conversations:
         data = data[: args.conversations]
@@ -284,12 +350,13 @@ def _run_set(name: str, args, reader, model_of, workdir: Path) -> dict:
         data=data, shape=SETS[name], marker=workdir / f"imported-{name}.json" if args.reuse_dir else None,
         tenant_name=f"Answers bench: {name}")
     pool = [(s, qa) for s in data for qa in s["qa"]
-            if qa.get("category") in locomo.CATEGORIES and qa.get("evidence") and "answer" in qa
+            if qa.get("category") in locomo.CATEGORIES and qa.get("evidence") and str(qa.get("answer", "")).strip()
             and not is_task_probe(qa["question"])]
     sample = stratified_sample(pool, args.questions, args.seed, key=lambda item: locomo.question_type(item[1]))
     model = model_of() if sample else ""
     conversations: dict[str, Conversation] = {}
     rows = []
+    hits_before, misses_before = cache.hits, cache.misses
     started_run = time.perf_counter()
     for n, (s, qa) in enumerate(sample, start=1):
         if s["sample_id"] not in conversations:
@@ -306,18 +373,14 @@ def _run_set(name: str, args, reader, model_of, workdir: Path) -> dict:
         embedder.caching = True
         row = {"sample": s["sample_id"], "question": question, "gold": gold, "type": locomo.question_type(qa)}
         for condition, context in contexts.items():
-            started = time.perf_counter()
-            reply = reader.chat.completions.create(
-                model=model, temperature=0, max_tokens=READER_MAX_TOKENS,
-                messages=[{"role": "system", "content": f"{READER_SYSTEM}\n\n{context}" if context else READER_SYSTEM},
-                          {"role": "user", "content": question}])
-            seconds = time.perf_counter() - started
-            answer = (reply.choices[0].message.content or "").strip()
+            answer, seconds, cached = reader_answer(reader=reader, cache=cache, model=model, context=context,
+                                                    question=question)
             missing = unsupported_words(answer, [*contexts.values(), question])
             row[condition] = {"answer": answer, "f1": token_f1(answer, gold),
                               "em": exact_match(answer, gold), "unsupported": bool(missing),
-                              "unsupported_words": missing, "tokens": count_tokens(context) if context else 0,
-                              "seconds": round(seconds, 2)}
+                              "unsupported_words": missing, "gold_share": gold_content_share(gold, context),
+                              "tokens": count_tokens(context) if context else 0, "seconds": seconds,
+                              "cached": cached}
         row["contexts"] = contexts  # what the reader saw: kept in --json for reading the answers against
         rows.append(row)
         print(f"[{name} {n}/{len(sample)}] ({row['type']}) {question} | gold: {gold} | " +
@@ -328,6 +391,7 @@ def _run_set(name: str, args, reader, model_of, workdir: Path) -> dict:
         return {c: {"token_f1": round(statistics.mean(r[c]["f1"] for r in subset), 3),
                     "exact_match": round(statistics.mean(r[c]["em"] for r in subset), 3),
                     "unsupported": round(statistics.mean(r[c]["unsupported"] for r in subset), 3),
+                    "gold_content_share": _rounded(mean_of(r[c]["gold_share"] for r in subset)),
                     "context_tokens_mean": round(statistics.mean(r[c]["tokens"] for r in subset), 1),
                     "reader_seconds_mean": round(statistics.mean(r[c]["seconds"] for r in subset), 2)}
                 for c in CONDITIONS} if subset else {}
@@ -338,21 +402,34 @@ def _run_set(name: str, args, reader, model_of, workdir: Path) -> dict:
         over = sum(r[b][key] for r in rows)  # from the unrounded sums: the means' rounding would show in a ratio
         return round(sum(r[a][key] for r in rows) / over, 3) if rows and over else None
 
+    def against_dense(subset: list[dict]) -> dict:
+        pair = paired([r["continuum"]["f1"] for r in subset], [r["dense_baseline"]["f1"] for r in subset],
+                      seed=args.seed)
+        return {**pair, "mean_difference": _rounded(pair["mean_difference"]),
+                "ci95": [round(x, 3) for x in pair["ci95"]] if pair["ci95"] else None}
+
     types = sorted({r["type"] for r in rows})
     return {
         "set": name, "dataset": str(path), "shape": SETS[name], "conversations": len(data),
         "questions": len(rows), "pool": len(pool), "reader": model, "budget_tokens": args.budget,
         "import_seconds": round(import_seconds, 1), "questions_wall_seconds": round(wall, 1),
         "seconds_per_question": round(wall / len(rows), 1) if rows else 0.0,
+        "reader_calls": cache.misses - misses_before, "answers_from_cache": cache.hits - hits_before,
         **overall,
+        "f1_continuum_vs_dense": against_dense(rows),
         "ratios": {"f1_continuum_over_oracle": ratio("continuum", "oracle"),
                    "f1_continuum_over_dense": ratio("continuum", "dense_baseline"),
                    "em_continuum_over_oracle": ratio("continuum", "oracle", "em"),
                    "em_continuum_over_dense": ratio("continuum", "dense_baseline", "em")},
-        "by_type": {t: {"questions": sum(r["type"] == t for r in rows), **figures([r for r in rows if r["type"] == t])}
+        "by_type": {t: {"questions": sum(r["type"] == t for r in rows), **figures([r for r in rows if r["type"] == t]),
+                        "f1_continuum_vs_dense": against_dense([r for r in rows if r["type"] == t])}
                     for t in types},
         "answers": rows,
     }
+
+
+def _rounded(x: float | None, places: int = 3) -> float | None:
+    return None if x is None else round(x, places)
 
 
 def _print(r: dict) -> None:
@@ -361,24 +438,35 @@ def _print(r: dict) -> None:
           f"{r['seconds_per_question']} s per question")
     if not r["questions"]:
         return
-    print(f"{'context':26}{'token F1':>10}{'EM':>8}{'unsupported':>13}{'tokens':>9}{'reader s/q':>12}")
+    print(f"reader answers: {r['reader_calls'] + r['answers_from_cache']}, of them {r['answers_from_cache']} from "
+          f"the cache and {r['reader_calls']} read now")
+
+    def shown(x, places: int = 3):
+        return "n/a" if x is None else f"{x:.{places}f}"
+
+    print(f"{'context':26}{'token F1':>10}{'EM':>8}{'unsupported':>13}{'gold share':>12}{'tokens':>9}"
+          f"{'reader s/q':>12}")
     for c in CONDITIONS:
         f = r[c]
         print(f"{LABELS[c]:26}{f['token_f1']:>10.3f}{f['exact_match']:>8.3f}{f['unsupported']:>13.3f}"
-              f"{f['context_tokens_mean']:>9.1f}{f['reader_seconds_mean']:>12.2f}")
+              f"{shown(f['gold_content_share']):>12}{f['context_tokens_mean']:>9.1f}{f['reader_seconds_mean']:>12.2f}")
     q = r["ratios"]
-
-    def shown(x):
-        return "n/a" if x is None else f"{x:.3f}"
-
     print(f"F1 continuum/oracle {shown(q['f1_continuum_over_oracle'])}, "
           f"F1 continuum/dense {shown(q['f1_continuum_over_dense'])}; "
           f"EM continuum/oracle {shown(q['em_continuum_over_oracle'])}, "
           f"EM continuum/dense {shown(q['em_continuum_over_dense'])}")
-    print("by type, F1 continuum / dense / oracle (unsupported continuum / dense / oracle; questions):")
+    d = r["f1_continuum_vs_dense"]
+    print(f"F1 continuum vs dense, question by question: {d['wins']} wins, {d['losses']} losses, {d['ties']} ties; "
+          f"mean difference {d['mean_difference']:+.3f} (95% bootstrap interval {d['ci95'][0]:+.3f} to "
+          f"{d['ci95'][1]:+.3f})")
+    print("by type, continuum / dense / oracle: F1 (unsupported; gold share) wins-losses-ties against dense, "
+          "questions:")
     for t, f in r["by_type"].items():
-        print(f"  {t:18}" + " / ".join(f"{f[c]['token_f1']:.3f}" for c in CONDITIONS) +
-              "  (" + " / ".join(f"{f[c]['unsupported']:.2f}" for c in CONDITIONS) + f"; {f['questions']})")
+        d = f["f1_continuum_vs_dense"]
+        print(f"  {t:24} " + " / ".join(f"{f[c]['token_f1']:.3f}" for c in CONDITIONS) +
+              "  (" + " / ".join(f"{f[c]['unsupported']:.2f}" for c in CONDITIONS) +
+              "; " + " / ".join(shown(f[c]["gold_content_share"], 2) for c in CONDITIONS) +
+              f")  {d['wins']}-{d['losses']}-{d['ties']}, {f['questions']}")
 
 
 def main(argv=None) -> dict:
@@ -403,14 +491,23 @@ def main(argv=None) -> dict:
             chosen.append(args.model or reader.models.list().data[0].id)
         return chosen[0]
 
+    if args.no_cache:
+        cache = AnswerCache(None)
+    else:
+        cache = AnswerCache(Path(args.cache) if args.cache else
+                            workdir / "answers-cache.sqlite3" if args.quick else DEFAULT_CACHE)
     started = time.perf_counter()
     results = {}
     for name in args.sets:
-        results[name] = _run_set(name, args, reader, model_of, workdir)
+        results[name] = _run_set(name, args, reader, model_of, workdir, cache)
         _print(results[name])
+    print(f"\nreader answers, all sets: {cache.hits + cache.misses}, of them {cache.hits} from the cache "
+          f"({cache.path or 'off'}) and {cache.misses} read now")
     result = {"command": " ".join(["bench/answers.py", *(argv if argv is not None else sys.argv[1:])]),
               "date": time.strftime("%Y-%m-%d"), "seed": args.seed, "budget_tokens": args.budget,
-              "wall_seconds": round(time.perf_counter() - started, 1), "sets": results}
+              "wall_seconds": round(time.perf_counter() - started, 1),
+              "cache": str(cache.path) if cache.path else None, "reader_calls": cache.misses,
+              "answers_from_cache": cache.hits, "sets": results}
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(result, indent=2, ensure_ascii=False))
     return result

@@ -14,8 +14,12 @@ recall within 500/1,000/2,000 context tokens (`budget_context`: the memory secti
 budget, counted as the model reads it: the section's framing, the standing profile first, then the retrieved
 memories with their headings, dates and neighbouring turns; the baseline takes "Speaker: text" turns best-first while
 they fit), mean context tokens (and of them the memory text alone), and retrieval latency p50/p95 (query embedding
-included). No LLM is used unless --use-llm is given and one is configured. bench/answers.py hands a reader model the
-same section (`budget_context`), so its answers are scored on what these figures measure.
+included). Beside evidence recall within 1,000 tokens, for every question (overall, by type, and per question in
+--json): the gold answer's content share, the share of its content words (bench/scoring.py: normalised, stopwords
+dropped, an inflection counts as the word) that the section holds, and the same for the dense baseline's turns. Recall
+credits a memory to its source turn whatever its text says; this asks whether the words that answer were shown.
+No LLM is used unless --use-llm is given and one is configured. bench/answers.py hands a reader model the same section
+(`budget_context`), so its answers are scored on what these figures measure.
 
     .venv/bin/python bench/locomo.py [DATASET] [--json out.json] [--database-url URL] [--reuse-dir DIR]
         [--misses misses.json]
@@ -383,6 +387,7 @@ def main(argv=None) -> dict:
     import numpy as np
     import torch
 
+    from bench.scoring import gold_content_share, mean_of
     from context.composer import ContextBudget, memory_section_overhead
     from infra.embedder import get_embedder, set_embedder
     from infra.tokens import count_tokens
@@ -434,6 +439,9 @@ def main(argv=None) -> dict:
     answer_shown: dict[str, list[bool]] = {}  # short answers only: does the text the model reads contain it?
     base_answer_shown: dict[str, list[bool]] = {}  # the same for the dense baseline's turns
     misses: list[dict] = []
+    # Per question within 1,000 tokens: evidence recall beside the share of the gold answer's content words the
+    # context holds (bench/scoring.py), for the service and the dense baseline.
+    per_question: list[dict] = []
     profiler = cProfile.Profile() if args.profile else None
     for sample in data:
         conv = sample["conversation"]
@@ -454,6 +462,7 @@ def main(argv=None) -> dict:
             questions += 1
             evidence = set(qa["evidence"])
             question = qa["question"]
+            scored = {"sample": sample["sample_id"], "question": question, "type": question_type(qa)}
             start = time.perf_counter()
             embedder.embed([question])  # the floor: one query embedding, measured on its own
             ours["embed_ms"].append((time.perf_counter() - start) * 1000)
@@ -501,6 +510,7 @@ def main(argv=None) -> dict:
                 ours["tokens_text_only"][budget].append(
                     sum(count_tokens(m.text) + sum(count_tokens(n) for n in m.neighbours) for m in got))
                 if budget == 1000:
+                    scored.update(recall=r, gold_share=gold_content_share(str(qa.get("answer", "")), ctx.text))
                     answer = str(qa.get("answer", "")).strip().lower()
                     if answer and len(answer.split()) <= 3:
                         # Recall counts a turn when any memory of it is shown; this asks whether the words that
@@ -529,6 +539,9 @@ def main(argv=None) -> dict:
                 base["recall_within"][budget].append(evidence_recall(evidence, found))
                 if budget == 1000:
                     base_by_type.setdefault(question_type(qa), []).append(evidence_recall(evidence, found))
+                    scored.update(dense_recall=evidence_recall(evidence, found),
+                                  dense_gold_share=gold_content_share(str(qa.get("answer", "")), "\n".join(read)))
+                    per_question.append(scored)
                     answer = str(qa.get("answer", "")).strip().lower()
                     if answer and len(answer.split()) <= 3:
                         base_answer_shown.setdefault(question_type(qa), []).append(answer in "\n".join(read).lower())
@@ -559,6 +572,16 @@ def main(argv=None) -> dict:
             out["turn_call"] = {"k": turn_k, "token_budget": turn_budget}
         return out
 
+    def gold_shares(rows: list[dict]) -> dict:
+        held = [r for r in rows if r["gold_share"] is not None]
+
+        def share(key: str) -> float | None:
+            m = mean_of(r[key] for r in held)
+            return None if m is None else round(m, 3)
+
+        return {"service": share("gold_share"), "dense_baseline": share("dense_gold_share"),
+                "service_recall": share("recall"), "questions": len(held)}
+
     result = {
         "dataset": str(args.dataset),
         "conversations": len(data),
@@ -588,6 +611,12 @@ def main(argv=None) -> dict:
                                                                   for t, v in sorted(base_answer_shown.items())},
         "dense_baseline_recall_within_1000_by_type": {t: round(statistics.mean(v), 3)
                                                       for t, v in sorted(base_by_type.items())},
+        "gold_content_share_within_1000": gold_shares(per_question),
+        "gold_content_share_within_1000_by_type": {
+            t: gold_shares([q for q in per_question if q["type"] == t])
+            for t in sorted({q["type"] for q in per_question})},
+        "questions_within_1000": [{k: round(v, 3) if isinstance(v, float) else v for k, v in q.items()}
+                                  for q in per_question],
         "notes": "service latency: one memory_retrieve_for_users call with a 1,000-token budget over both "
                  "speakers (query embedding, 4 filtered searches, fusion, rerank, database checks, neighbour "
                  "expansion); access counting is skipped (in production it is a task after the response).",
@@ -645,6 +674,16 @@ def _print(r: dict) -> None:
     print("recall within 1,000 tokens by type (service / dense baseline, questions): " + ", ".join(
         f"{t} {v['recall']:.3f} / {r['dense_baseline_recall_within_1000_by_type'][t]:.3f} ({v['questions']})"
         for t, v in r["service_recall_within_1000_by_type"].items()))
+    g = r.get("gold_content_share_within_1000")
+    if g and g["questions"]:
+        def shown(x):
+            return "n/a" if x is None else f"{x:.3f}"
+
+        print(f"gold answer's content words held within 1,000 tokens, service / dense baseline: {shown(g['service'])} "
+              f"/ {shown(g['dense_baseline'])} ({g['questions']} questions; their evidence recall "
+              f"{shown(g['service_recall'])}); by type: " + ", ".join(
+                  f"{t} {shown(v['service'])} / {shown(v['dense_baseline'])} ({v['questions']})"
+                  for t, v in r["gold_content_share_within_1000_by_type"].items() if v["questions"]))
 
 
 if __name__ == "__main__":

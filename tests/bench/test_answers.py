@@ -1,9 +1,14 @@
 """bench/answers.py's own rules: what counts as unsupported, how questions are sampled, which product-set questions
-are tasks, and the oracle's turns rendered as the product renders memories."""
+are tasks, the oracle's turns rendered as the product renders memories, and the reader's answers kept by (model,
+request) so a rerun asks only what changed."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
+
+import pytest
 
 from bench import answers, locomo, product_set
 
@@ -53,3 +58,76 @@ def test_oracle_turns_render_with_their_session_date_speaker_and_resolved_dates(
     assert '"last weekend" = ' in text and text.count("Nadia: Hi Owen") == 1
     dense = turns.dense("Which dog did Nadia adopt?", 120, Embedder())
     assert dense and memory_section_text(dense).count("\n- ") == len(dense)
+
+
+class _Reader:
+    """An OpenAI client's chat.completions.create that answers with the request's question and counts its calls."""
+
+    def __init__(self):
+        self.calls = 0
+        self.chat = self
+        self.completions = self
+
+    def create(self, *, model, messages, temperature, max_tokens):
+        from types import SimpleNamespace
+
+        self.calls += 1
+        message = SimpleNamespace(content=f"{model}: {messages[-1]['content']}")
+        return SimpleNamespace(choices=[SimpleNamespace(message=message)])
+
+
+def test_cache_asks_the_reader_again_only_when_the_model_or_the_request_changes(tmp_path):
+    reader, path = _Reader(), tmp_path / "answers.sqlite3"
+    cache = answers.AnswerCache(path)
+    first = answers.reader_answer(reader=reader, cache=cache, model="m1", context="ctx", question="Who?")
+    assert first[0] == "m1: Who?" and first[2] is False
+    again = answers.AnswerCache(path)  # a later run, the same file
+    assert answers.reader_answer(reader=reader, cache=again, model="m1", context="ctx", question="Who?") == \
+        (first[0], first[1], True)
+    answers.reader_answer(reader=reader, cache=again, model="m1", context="ctx, changed", question="Who?")
+    answers.reader_answer(reader=reader, cache=again, model="m2", context="ctx", question="Who?")
+    assert reader.calls == 3 and (again.hits, again.misses) == (1, 2)
+    off = answers.AnswerCache(None)  # --no-cache
+    answers.reader_answer(reader=reader, cache=off, model="m1", context="ctx", question="Who?")
+    assert reader.calls == 4
+
+
+def test_cache_is_shared_safely_between_threads(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    reader, cache = _Reader(), answers.AnswerCache(tmp_path / "answers.sqlite3")
+
+    def ask(i):
+        return answers.reader_answer(reader=reader, cache=cache, model="m", context=f"ctx {i % 10}", question="Q")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(ask, range(200)))
+    assert cache.hits + cache.misses == 200 and reader.calls == cache.misses >= 10
+    assert answers.AnswerCache(tmp_path / "answers.sqlite3").get(
+        answers.AnswerCache.key("m", {"messages": [{"role": "system", "content": f"{answers.READER_SYSTEM}\n\nctx 3"},
+                                                   {"role": "user", "content": "Q"}],
+                                      "temperature": 0, "max_tokens": answers.READER_MAX_TOKENS})) is not None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_second_quick_run_with_the_same_cache_asks_the_reader_nothing(bench_env, tmp_path):
+    env, _ = bench_env
+    server = answers.overlap_reader_serve()
+    argv = [sys.executable, str(answers.REPO / "bench" / "answers.py"), "--quick",
+            "--base-url", f"http://127.0.0.1:{server.server_address[1]}/v1", "--cache", str(tmp_path / "cache.sqlite3")]
+    try:
+        runs = []
+        for n in (1, 2):
+            run = subprocess.run([*argv, "--json", str(tmp_path / f"run{n}.json")], cwd=answers.REPO, env=env,
+                                 capture_output=True, text=True, timeout=540)
+            assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+            runs.append((server.completions, json.loads((tmp_path / f"run{n}.json").read_text())))
+    finally:
+        server.shutdown()
+    (after_first, first), (after_second, second) = runs
+    assert after_first == first["reader_calls"] == 24 and first["answers_from_cache"] == 0  # 2 sets x 4 x 3
+    assert after_second == after_first and second["reader_calls"] == 0 and second["answers_from_cache"] == 24
+    for name, result in second["sets"].items():
+        assert [r["continuum"]["answer"] for r in result["answers"]] == \
+            [r["continuum"]["answer"] for r in first["sets"][name]["answers"]]

@@ -3,37 +3,37 @@ the way a developer starts it, must exit 0 and print its figures. Nothing else i
 one could stop importing or running unnoticed while docs/benchmarks.md quotes it.
 
 Each run gets a Redis server of its own on a spare port (bulk_import purges its broker) and a scratch PostgreSQL
-database (bulk_import and load need one); the benches that default to SQLite keep it. The embedder's ONNX export is
-made once for all of them.
+database (bulk_import and load need one; conftest's `bench_env`); the benches that default to SQLite keep it. The
+embedder's ONNX export is made once for all of them.
 """
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import psycopg
 import pytest
-import redis
 
 REPO = Path(__file__).resolve().parents[2]
-BENCHES = sorted(p.name for p in (REPO / "bench").glob("*.py"))
+# A bench is a module one runs (bench/scoring.py only holds what the benches share).
+BENCHES = sorted(p.name for p in (REPO / "bench").glob("*.py") if 'if __name__ == "__main__":' in p.read_text())
 # What each quick run must print: its figures, as numbers.
 FIGURES = {
     "answers.py": [r"answers, locomo set .*: 4 questions", r"answers, product set .*: 4 questions",
-                   r"\ncontinuum\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+[\d.]+\n",
+                   r"\ncontinuum\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+(?:[\d.]+|n/a)\s+[\d.]+\s+[\d.]+\n",
                    r"\noracle \(evidence turns\)\s+[\d.]+\s+[\d.]+\s+[\d.]+",
-                   r"F1 continuum/oracle (?:[\d.]+|n/a), F1 continuum/dense (?:[\d.]+|n/a)"],
+                   r"F1 continuum/oracle (?:[\d.]+|n/a), F1 continuum/dense (?:[\d.]+|n/a)",
+                   r"F1 continuum vs dense, question by question: \d+ wins, \d+ losses, \d+ ties; mean difference "
+                   r"[+-][\d.]+ \(95% bootstrap interval [+-][\d.]+ to [+-][\d.]+\)",
+                   r"reader answers, all sets: 24, of them 0 from the cache"],
     "buffer.py": [r"\n\s+10\s+[\d.]+ms\s+[\d.]+ms", r"at \d+ turns: composed \d+ tokens vs transcript \d+"],
     "bulk_import.py": [r"bulk import figure: 48 messages in [\d.]+ s \([\d.]+ messages/s"],
     "extraction.py": [r'"rules": \{[^}]*"gold_recall": [\d.]+'],
     "load.py": [r"errors\s+0 \(", r"throughput\s+[\d.]+ turns/s", r"non-LLM overhead\s+p50 \d+ ms"],
-    "locomo.py": [r"\d+ questions", r"recall@10\s+[\d.]+\s+[\d.]+", r"retrieval p50 / p95 \(ms\)\s+[\d.]+ /"],
+    "locomo.py": [r"\d+ questions", r"recall@10\s+[\d.]+\s+[\d.]+", r"retrieval p50 / p95 \(ms\)\s+[\d.]+ /",
+                  r"gold answer's content words held within 1,000 tokens, service / dense baseline: [\d.]+ / [\d.]+"],
     "receipts.py": [r'"receipts_on": \{\s*"p50_ms": [\d.]+', r'"p50_delta_ms": -?[\d.]+'],
     "scale.py": [r"big user\n\s+hybrid \(the store's own fusion, k 10\)\s+p50/p95\s+[\d.]+ /\s+[\d.]+ ms",
                  r"with the query's embedding, as retrieval runs them\s+p50/p95\s+[\d.]+ /\s+[\d.]+ ms.*"
@@ -43,46 +43,6 @@ FIGURES = {
     "vector_store.py": [r"qdrant-edge\s+dense\s+20\s+[\d.]+", r"p50 ratio local/edge: dense [\d.]+x"],
 }
 SCRATCH_DATABASE = ("bulk_import.py", "load.py", "turn_profile.py")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def bench_env(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("bench")
-    port = _free_port()
-    server = subprocess.Popen([shutil.which("redis-server"), "--bind", "127.0.0.1", "--port", str(port), "--save",
-                               "", "--appendonly", "no", "--dir", str(folder)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}"
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            redis.Redis.from_url(url, socket_connect_timeout=0.2).ping()
-            break
-        except redis.exceptions.ConnectionError:
-            if time.monotonic() > deadline:
-                server.kill()
-                raise
-            time.sleep(0.05)
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/continuum").rsplit("/", 1)[0]
-    scratch = f"continuum_quickbench_{port}"
-    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{scratch}"')
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}  # each bench picks its own
-    env.update({"REDIS_URL": f"{url}/0", "CELERY_BROKER_URL": f"{url}/1", "EMBEDDING_CACHE_DIR": str(folder / "models"),
-                "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
-    try:
-        yield env, f"{base}/{scratch}"
-    finally:
-        server.kill()
-        server.wait(timeout=10)
-        with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
 
 
 def test_every_bench_has_its_figures_checked():
