@@ -9,6 +9,7 @@ from typing import Callable
 from django.conf import settings
 
 from context.buffer import buffer_record_tool
+from context.composer import ContextBudget, tool_tokens
 from infra.errors import ValidationFailed
 from infra.llm import llm_priority, llm_required
 from infra.llm_chat import OpenAIChatModel
@@ -190,7 +191,11 @@ def _turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMes
     tools = toolset.definitions
     # What is known of the user reaches every turn and its closing call, whatever the input's words.
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
-    ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools,
+    # The client's own tools are its cost, on top of the context Continuum composes: a chat UI that offers dozens
+    # of them (Open WebUI's built-ins are ~5,000 tokens) still gets the whole memory budget, never a refusal.
+    budget = ContextBudget.default(settings.CONTINUUM_CONTEXT_BUDGET + tool_tokens(toolset.client_only())) \
+        if toolset.client else None
+    ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools, budget=budget,
                        system_prompt=_system_prompt(client_system, toolset), rewrite_query=False,
                        prompt_apart=True, resume_from_seq=open_turn[0].seq if open_turn is not None else None,
                        surface=surface, receipt_to=receipts)

@@ -270,6 +270,11 @@ class Rendered:
     kept: list = field(default_factory=list)  # memories that made it in
 
 
+def tool_tokens(tools: list[dict]) -> int:
+    """What tool definitions cost in a context, as the composer counts them."""
+    return count_tokens(json.dumps(tools, separators=(",", ":"))) if tools else 0
+
+
 def as_budget(budget) -> ContextBudget:
     if budget is None:
         return ContextBudget.default()
@@ -301,7 +306,7 @@ def context_compose(*, tenant, session, new_input: str, budget=None, tools: list
     plan = as_budget(budget)
     new_input = new_input or ""
     tools = list(tools or [])
-    tools_tokens = count_tokens(json.dumps(tools, separators=(",", ":"))) if tools else 0
+    tools_tokens = tool_tokens(tools)
     if tools_tokens > plan.total:
         raise ValidationFailed("The token budget is smaller than the tool definitions.", code="budget_too_small")
     buf = buffer or buffer_get(tenant_id=tenant.pk, user_id=session.user_id, session_id=session.pk,

@@ -229,3 +229,19 @@ def test_a_continuation_must_answer_every_call_and_only_this_turns(server, llm, 
             {"role": "tool", "tool_call_id": "call_z", "content": "?"}])
     assert "call_z" in unknown.value.body["message"]
     assert len(llm.requests) == 1
+
+
+def test_a_chat_ui_offering_more_tool_text_than_the_context_budget_still_gets_its_turn(server, llm, alice, settings):
+    """Open WebUI offers its ~36 built-in tools (~5,000 tokens) on every request: they are the client's cost, on top
+    of the context Continuum composes, never a refusal."""
+    settings.CONTINUUM_CONTEXT_BUDGET = 1500
+    many = [{"type": "function", "function": {
+        "name": f"builtin_{i}", "description": " ".join(["Looks things up in the workspace's knowledge."] * 6),
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}} for i in range(36)]
+    from context.composer import tool_tokens
+
+    assert tool_tokens(many) > settings.CONTINUUM_CONTEXT_BUDGET
+    llm.add(answer("Paris is sunny."))
+    reply = client_for(server, alice).chat.completions.create(model="continuum", user="owui", messages=ASK, tools=many)
+    assert reply.choices[0].message.content == "Paris is sunny."
+    assert set(offered(llm.requests[0])) >= {f"builtin_{i}" for i in range(36)} | {"recall"}
