@@ -7,9 +7,9 @@ resolved):
 - continuum: exactly the memory section a turn's composer hands the model at that budget (bench/locomo.py
   `budget_context`: the standing profile section first, in its share of the budget, then retrieval over the
   conversation's users, skipping what the profile shows, each hit with its neighbouring turns);
-- dense baseline: every turn of the conversation embedded with the same embedder, taken best-first by cosine while
-  the rendered section stays within the same budget; each turn rendered as an episodic memory of it would be
-  (its session's date and number, the speaker, its relative dates resolved);
+- dense baseline: every turn of the conversation embedded with the same embedder, taken best-first by cosine, each that
+  still fits the same budget (a long turn is passed over, not the end of the list); each turn rendered as an
+  episodic memory of it would be (its session's date and number, the speaker, its relative dates resolved);
 - oracle: the question's own evidence turns, rendered the same way, whatever their length (what a perfect retriever
   would hand over; no budget).
 
@@ -316,7 +316,8 @@ class Conversation:
         self.matrix = np.array(embedder.embed([m.text for m in self.turns]), dtype=np.float32)
 
     def dense(self, question: str, budget: int, embedder) -> list:
-        """Turns best-first by cosine while the rendered section stays within the budget."""
+        """Turns best-first by cosine, each that still fits the rendered section's budget (a long turn that does not
+        fit is passed over, not the end of the list: a long message must not leave the baseline empty)."""
         import numpy as np
 
         from context.composer import memory_section_overhead
@@ -326,7 +327,7 @@ class Conversation:
         for i in np.argsort(-(self.matrix @ np.array(embedder.embed([question])[0], dtype=np.float32))):
             cost = block.cost(self.turns[i])
             if not block.fits(cost):
-                break
+                continue
             block.add(self.turns[i], cost)
             out.append(self.turns[i])
         return out

@@ -12,10 +12,10 @@ Reported beside a plain dense baseline (every raw turn "Speaker: text", top-k co
 full conversation's tokens: evidence recall@5/10/20 (k memories vs k turns, no token budget, no expansion),
 recall within 500/1,000/2,000 context tokens (`budget_context`: the memory section a composed context holds at that
 budget, counted as the model reads it: the section's framing, the standing profile first, then the retrieved
-memories with their headings, dates and neighbouring turns; the baseline takes "Speaker: text" turns best-first while
-they fit), mean context tokens (and of them the memory text alone), and retrieval latency p50/p95 (query embedding
-included). Beside evidence recall within 1,000 tokens, for every question (overall, by type, and per question in
---json): the gold answer's content share, the share of its content words (bench/scoring.py: normalised, stopwords
+memories with their headings, dates and neighbouring turns; the baseline takes "Speaker: text" turns best-first, each
+that still fits), mean context tokens (and of them the memory text alone), and retrieval latency p50/p95 (query
+embedding included). Beside evidence recall within 1,000 tokens, for every question (overall, by type, and per question
+in --json): the gold answer's content share, the share of its content words (bench/scoring.py: normalised, stopwords
 dropped, an inflection counts as the word) that the section holds, and the same for the dense baseline's turns. Recall
 credits a memory to its source turn whatever its text says; this asks whether the words that answer were shown.
 No LLM is used unless --use-llm is given and one is configured. bench/answers.py hands a reader model the same section
@@ -532,7 +532,7 @@ def main(argv=None) -> dict:
                 used, found, read = 0, set(), []
                 for i in order:
                     if used + line_tokens[i] > budget:
-                        break
+                        continue  # passed over, as a composer passes over what does not fit: the next may
                     used += line_tokens[i]
                     found.add(turns[i]["dia_id"])
                     read.append(lines[i])
