@@ -63,7 +63,8 @@ def _looks_like_credential(value: str) -> bool:
                                 + bool(re.search(r"[a-z]", value) and re.search(r"[A-Z]", value))) >= 1
 
 
-_CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
+# Not the digits of a decimal number ("succeeded in 0.0048812345678901234s" is a duration, not a card).
+_CARD = re.compile(r"(?<![\d-])(?<!\d[.,])(?:\d[ -]?){12,18}\d(?![\d-])(?![.,]\d)")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}\b")
 # Long opaque strings (random keys with no known prefix) betray themselves by their entropy.
 _OPAQUE = re.compile(r"\b[A-Za-z0-9_+/=-]{32,}\b")
