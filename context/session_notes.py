@@ -67,6 +67,11 @@ CORRECTION_CUE = re.compile(
     r"scratch\s+that|i\s+(?:under|over)(?:sold|stated|estimated)|(?:earlier|before)\s+i\s+said|to\s+correct|"
     r"no\s+longer|any\s?more|not\s+any\s+longer|instead\s+of|switched\s+(?:to|from)|moved\s+(?:to|from))\b"
     r"|^\s*actually\b", re.I)
+# A line says something a later question could ask about when it names a detail: a number, a name (a capitalised
+# word inside the sentence) or a word outside the commonest vocabulary (past about the 16,000th BPE rank: "pottery",
+# "screenplay", "marathon"). A sentence of common words only ("Crazy things happened to me!", "That sounds like a
+# wild experience.") is chatter however it scores.
+SPECIFIC_RARITY = 0.6
 MESSAGES_READ_MAX = 500
 TRANSCRIPT_TOKENS = 4000  # what the model reads of the session (as the bridge)
 TURN_TOKENS = 300  # of each turn, so a long one does not crowd out the rest
@@ -94,6 +99,14 @@ def word_rarity(word: str) -> float:
         return 1.0
     low, high = math.log(_COMMON_RANK), math.log(enc.n_vocab)
     return min(1.0, max(0.0, (math.log(ids[0] + 1) - low) / (high - low)))
+
+
+_NAMED = re.compile(r"(?<=[\w,;:] )[A-Z][\w'’-]+|\d")
+
+
+def says_something(text: str, words) -> bool:
+    """Whether a line names a detail worth a note: a number, a name, or a word past SPECIFIC_RARITY."""
+    return bool(_NAMED.search(text)) or any(word_rarity(w) >= SPECIFIC_RARITY for w in words)
 
 
 def _terms(text: str, ignore: tuple) -> dict[str, str]:
@@ -243,7 +256,7 @@ def extractive_note(turns: list[SourceMessage], *, ignore: tuple = (), max_lines
     for s in sorted(_candidates(turns, ignore), key=lambda s: (-s.score, s.turn)):
         if len(chosen) >= room:
             break
-        if taken[s.turn] >= per_turn:
+        if taken[s.turn] >= per_turn or not says_something(s.text, s.terms.values()):
             continue
         chosen.append(s)
         taken[s.turn] += 1

@@ -41,6 +41,45 @@ were are am be been not also just really very""".split())
 _NOT_SUBJECTS = frozenset("""god goodness bad pleasure point guess thought thoughts opinion take day week weekend
 life heart mind friend friends family kids husband wife pleasure""".split())
 
+# "My template path is correct": a verdict on how something works right now (the problem the user brings), not a
+# lasting fact about them.
+_VERDICT = frozenset("""correct incorrect right wrong broken working fixed done ready empty missing same different
+weird strange off messed fine""".split())
+# A sentence states what it says unless it asks, supposes or hedges: a question ("is my flight on time"), a condition
+# ("if my flight is cancelled, ..."), a supposition or a maybe. Slot rules read only stated sentences.
+_NOT_STATED = re.compile(r"^\W*(?:(?:and|but|so|oh|well|ok|okay)\W+)?(?:if|unless|whether|what\s+if|suppose|supposing|"
+                         r"imagine|in\s+case|maybe|perhaps|do|does|did|is|are|am|was|were|can|could|would|should|"
+                         r"will|shall|have|has|may|might|why|how|what|where|who|which)\b", re.I)
+# Words that may open a sentence before its statement ("Oh, and my sister is a nurse", "By the way, I plan to...").
+# Anything else before "my X is" or "I want to" makes it a subordinate clause ("I checked that my path is correct",
+# "Do you think I need to...").
+_OPENERS = frozenset("""oh ah yes yeah yep yup no nope well so and also plus but btw by the way actually anyway
+anyways now fyi ok okay hey hi hello haha lol wow um uh hmm just currently today tonight these days nowadays finally
+honestly really sure right alright thanks thank you first second then besides""".split())
+# What a user wants from this conversation rather than in their life: help, an answer, to be sure. "I need help with
+# the implementation details" asks the assistant; it is not a goal of the user's.
+_META_GOAL = re.compile(r"^(?:(?:some|your|a\s+little|more)\s+)?(?:help|assistance|advice|a\s+hand|you\b|"
+                        r"to\s+(?:know|ask|make\s+sure|be\s+sure|check|confirm|clarify|understand|see|figure\s+out|"
+                        r"get\s+(?:this|it)|fix\s+(?:this|it)|do\s+(?:this|it)|try\s+(?:this|it)|mention|say|add|"
+                        r"share|tell|talk|chat|vent|thank))\b", re.I)
+# "I always feel like...", "I never want to go through this again": a feeling or a thought, not a habit.
+_NOT_HABITS = frozenset("""feel felt think thought wonder wondered wish wished want wanted know knew forget forgot
+remember remembered believe believed hope hoped mean meant expect expected imagined imagine guess""".split())
+
+
+def _stated(sentence: str) -> bool:
+    return not sentence.rstrip().endswith("?") and not _NOT_STATED.match(sentence)
+
+
+def _opens_with(sentence: str, start: int) -> bool:
+    """Whether what comes before `start` only opens the sentence (interjections, "by the way", a name addressed)."""
+    for word in sentence[:start].split():
+        bare = word.strip(",.!;:—–-\"'()").lower()
+        if bare and bare not in _OPENERS and not (word.endswith(",") and word[:1].isupper()):
+            return False
+    return True
+
+
 _CAP = r"[A-Z][\w'’.-]*(?:\s+[A-Z][\w'’.-]*){0,3}"
 _RX_MY_X_IS_Y = re.compile(r"\bmy\s+(?P<x>[a-z][a-z '’-]{1,40}?)\s+(?:is|are|was|will be)\s+(?P<y>[^.!?;,]{1,80})",
                            re.I)
@@ -267,12 +306,16 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             name = _clean(m.group("y"))
             add(Candidate("fact", f"{_possessive(who)} name is {name}.", subject="name", value=name,
                           confidence=0.95, importance=0.8))
-        for m in _RX_MY_X_IS_Y.finditer(sentence):
+        # What the user is, likes, does and means to do is read from statements only; a request in a question's
+        # form ("could you change my seat to 14C?", "can you find a flight from SFO to NYC?") still names its slots.
+        stated = _stated(sentence)
+        for m in _RX_MY_X_IS_Y.finditer(sentence) if stated else ():
             x, y = _clean(m.group("x")), _clean(m.group("y"))
             first = y.split()[0].lower() if y.split() else ""
             words = x.lower().split()
-            if (not y or first in _MOOD or x.lower() in _NOT_SUBJECTS or x.lower() == "name" or len(words) > 4
-                    or any(w in _CLAUSE_WORDS for w in words)):
+            if (not y or first in _MOOD or first in _VERDICT or first in ("not", "no", "never")
+                    or x.lower() in _NOT_SUBJECTS or x.lower() == "name" or len(words) > 4
+                    or any(w in _CLAUSE_WORDS for w in words) or not _opens_with(sentence, m.start())):
                 continue
             add(Candidate("fact", f"{_possessive(who)} {x} is {_first_to_third(y, who)}.", subject=subject_normalize(x),
                           value=y, confidence=0.9, importance=0.7))
@@ -297,7 +340,7 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             label, num = m.group("label").lower(), m.group("num")
             add(Candidate("fact", f"{_possessive(who)} {label} number is {num}.", subject=f"{label} number",
                           value=num, confidence=0.9, importance=0.7))
-        for m in _RX_LIKE.finditer(sentence):
+        for m in _RX_LIKE.finditer(sentence) if stated else ():
             obj = _object(m.group("obj"))
             # "I'd love to!", "I love that": a liking of nothing nameable is a reaction, not a preference (the turn
             # itself is kept as an event, with the words it reacts to around it).
@@ -313,28 +356,29 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
                 c.subject = f"likes: {subject_normalize(over.group('x'))}"
                 c.metadata["over"] = f"likes: {subject_normalize(over.group('y'))}"
             add(c)
-        for m in _RX_HABIT.finditer(sentence):
+        for m in _RX_HABIT.finditer(sentence) if stated else ():
             obj = _object(m.group("obj"))
-            if len(obj.split()) > 14 or len(obj.split()) < 2:
+            if len(obj.split()) > 14 or len(obj.split()) < 2 or obj.split()[0].lower() in _NOT_HABITS:
                 continue
             freq = m.group("freq").lower()
             add(_habit(who, freq, obj, confidence=0.8))
-        for m in _RX_ELIDED_AVOID.finditer(sentence):
+        for m in _RX_ELIDED_AVOID.finditer(sentence) if stated else ():
             obj = _clean(m.group("obj"))
             if not obj[:1].isupper():  # a name or brand, not "and never mind"
                 continue
             add(Candidate("preference", f"{who} avoids {obj}.", subject=f"likes: {subject_normalize(obj)}",
                           value="negative", confidence=0.75, importance=0.7))
-        for m in _RX_ELIDED_HABIT.finditer(sentence):
+        for m in _RX_ELIDED_HABIT.finditer(sentence) if stated else ():
             obj = _object(m.group("obj"))
             if len(obj.split()) > 14:
                 continue
             freq = m.group("freq").lower()
             add(_habit(who, freq, obj, confidence=0.75))
-        for m in _RX_GOAL.finditer(sentence):
+        for m in _RX_GOAL.finditer(sentence) if stated else ():
             goal = _object(m.group("g"))
             verb = m.group("verb").lower().replace("'m ", "").replace("am ", "")
-            if len(goal.split()) < 2 or len(goal.split()) > 18:
+            if (len(goal.split()) < 2 or len(goal.split()) > 18 or not _opens_with(sentence, m.start())
+                    or _META_GOAL.match(goal if verb in ("need", "want") else f"to {goal}")):
                 continue
             verb = {"wanna": "want to", "'d like to": "would like to", "need": "needs", "want": "wants"}.get(verb, verb)
             verb = verb if verb.endswith("s") or " " in verb else verb + "s"
