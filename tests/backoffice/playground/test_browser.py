@@ -13,33 +13,18 @@ from pathlib import Path
 import pytest
 
 from tests.assistant.scripted_llm import answer
+from tests.browser import chromium_page
 
 from .conftest import SISTER, URL
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 # PLAYGROUND_SCREENSHOT=docs/screenshots/playground.png keeps a picture of the page after the first turn.
 SCREENSHOT = os.environ.get("PLAYGROUND_SCREENSHOT", "")
 
 
 @pytest.fixture
 def page():
-    if not os.access(CHROMIUM, os.X_OK):
-        reason = f"{CHROMIUM} is missing: `apt-get install chromium` (./scripts/test does where apt-get exists)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            tab = browser.new_page(viewport={"width": 1400, "height": 1000})
-            tab.set_default_timeout(30_000)
-            yield tab
-        finally:
-            browser.close()
+    with chromium_page() as tab:
+        yield tab
 
 
 def log_in(page, base: str, username: str, password: str) -> None:
