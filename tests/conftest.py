@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 import uuid
 
 import pytest
-import uvicorn
 from rest_framework.test import APIClient
+
+from tests.live_server import serving
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -49,20 +47,8 @@ def asgi_server(django_db_setup):
 
     from config.asgi import application
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(application, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with serving(application, lifespan="on", start_seconds=30) as url:
+        yield url
     # The request threads keep their database connections open (that is their point); close them before the test
     # database is dropped.
     for executor in application._free:

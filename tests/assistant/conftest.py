@@ -2,39 +2,19 @@
 the service itself live (uvicorn in a thread) for real clients."""
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
 import openai
 import pytest
-import respx
-import uvicorn
 
-from .scripted_llm import LLM_BASE_URL, ScriptedLLM
+from tests.live_server import serving
 
-
-def _clear_llm_client():
-    from infra import llm
-
-    llm._client.cache_clear()
+from .scripted_llm import ScriptedLLM, llm_scripted
 
 
 @pytest.fixture
 def llm(settings):
     """Configure the LLM and script it: `llm.add(reply, ...)`; `llm.requests` holds what the model was sent."""
-    settings.LLM_BASE_URL = LLM_BASE_URL
-    settings.LLM_MODEL = "test-model"
-    settings.LLM_API_KEY = "test-key"
-    settings.LLM_MAX_RETRIES = 0
-    _clear_llm_client()
-    scripted = ScriptedLLM()
-    with respx.mock(assert_all_called=False) as router:
-        router.post(f"{LLM_BASE_URL}/chat/completions").mock(side_effect=scripted)
-        scripted.router = router
+    with llm_scripted(settings, ScriptedLLM()) as scripted:
         yield scripted
-    _clear_llm_client()
-    assert not scripted.errors, scripted.errors
 
 
 @pytest.fixture
@@ -45,21 +25,8 @@ def live_asgi(transactional_db):
 
     from infra.request_id import RequestIdMiddleware
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(RequestIdMiddleware(get_asgi_application()), log_level="warning",
-                                           lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with serving(RequestIdMiddleware(get_asgi_application())) as url:
+        yield url
 
 
 @pytest.fixture

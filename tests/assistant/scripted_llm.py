@@ -1,12 +1,15 @@
 """A scripted OpenAI-compatible chat endpoint for respx: each model call gets the next scripted reply."""
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 import httpx
+import respx
 
 LLM_BASE_URL = "http://llm.test/v1"
 
@@ -131,3 +134,20 @@ class ScriptedLLM:
             yield b"data: [DONE]\n\n"
 
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=stream())
+
+
+@contextlib.contextmanager
+def llm_scripted(settings, scripted: ScriptedLLM) -> Iterator[ScriptedLLM]:
+    """The service's model configured at LLM_BASE_URL and answered by `scripted` (respx) until the block ends; no
+    call may have gone unscripted."""
+    from infra import llm
+
+    settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_API_KEY = LLM_BASE_URL, "test-model", "test-key"
+    settings.LLM_MAX_RETRIES = 0
+    llm._client.cache_clear()
+    with respx.mock(assert_all_called=False) as router:
+        router.post(f"{LLM_BASE_URL}/chat/completions").mock(side_effect=scripted)
+        scripted.router = router
+        yield scripted
+    llm._client.cache_clear()
+    assert not scripted.errors, scripted.errors

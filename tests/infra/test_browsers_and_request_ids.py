@@ -98,15 +98,9 @@ def test_every_response_of_the_deployed_app_carries_a_request_id(asgi_server, al
 def test_the_openai_client_reads_the_request_id_and_the_turns_log_lines_carry_it(asgi_server, alice, settings):
     """A turn runs on a thread of its own; the model call it logs there says the request's id."""
     import openai
-    import respx
 
-    from infra import llm as llm_module
-    from tests.assistant.scripted_llm import LLM_BASE_URL, ScriptedLLM, answer
+    from tests.assistant.scripted_llm import ScriptedLLM, answer, llm_scripted
 
-    settings.LLM_BASE_URL, settings.LLM_MODEL, settings.LLM_API_KEY = LLM_BASE_URL, "test-model", "k"
-    settings.LLM_MAX_RETRIES = 0
-    llm_module._client.cache_clear()
-    scripted = ScriptedLLM().add(answer("Hi."))
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.addFilter(RequestIdLogFilter())
@@ -115,16 +109,14 @@ def test_the_openai_client_reads_the_request_id_and_the_turns_log_lines_carry_it
     level, httpx_log.level = httpx_log.level, logging.INFO  # it logs each request at INFO
     httpx_log.addHandler(handler)
     try:
-        with respx.mock(assert_all_called=False) as router:
-            router.post(f"{LLM_BASE_URL}/chat/completions").mock(side_effect=scripted)
-            router.route(host="127.0.0.1").pass_through()
+        with llm_scripted(settings, ScriptedLLM().add(answer("Hi."))) as scripted:
+            scripted.router.route(host="127.0.0.1").pass_through()
             client = openai.OpenAI(base_url=f"{asgi_server}/v1", api_key=alice.plain_key, max_retries=0)
             completion = client.chat.completions.create(model="continuum", user="rid-1",
                                                         messages=[{"role": "user", "content": "Hello"}])
     finally:
         httpx_log.removeHandler(handler)
         httpx_log.setLevel(level)
-        llm_module._client.cache_clear()
     assert completion._request_id and completion._request_id.startswith("req_")
     model_calls = [r for r in records if "llm.test" in r.getMessage()]
     assert model_calls and {r.request_id for r in model_calls} == {completion._request_id}

@@ -11,6 +11,8 @@ import urllib.request
 
 import pytest
 
+from tests.live_server import serving
+
 DEFAULT_BASE_URL = f"http://127.0.0.1:{os.environ.get('LOCAL_MODEL_PORT', '8090')}/v1"
 
 
@@ -72,23 +74,8 @@ def real_llm(settings, real_model_id, monkeypatch):
 @pytest.fixture
 def live_asgi(transactional_db):
     """uvicorn serving the project's ASGI application in a thread of this process, on the test database."""
-    import socket
-    import threading
-    import time
 
-    import uvicorn
     from django.core.asgi import get_asgi_application
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(get_asgi_application(), log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(10)
-    sock.close()
+    with serving(get_asgi_application()) as url:
+        yield url

@@ -6,9 +6,8 @@ import json
 
 import httpx
 import pytest
-import respx
 
-from tests.assistant.scripted_llm import LLM_BASE_URL, ScriptedLLM, _completion
+from tests.assistant.scripted_llm import ScriptedLLM, _completion, llm_scripted
 
 URL = "/admin/playground/"
 SISTER = "My sister Priya lives in Lisbon."
@@ -28,27 +27,11 @@ class PlaygroundLLM(ScriptedLLM):
         return httpx.Response(200, json=_completion({"content": json.dumps({"stated": stated})}, self.model))
 
 
-def _clear_llm_client():
-    from infra import llm
-
-    llm._client.cache_clear()
-
-
 @pytest.fixture
 def llm(settings):
     """A model configured at a fake base URL and answered by respx: `llm.add(reply, ...)` scripts the turn."""
-    settings.LLM_BASE_URL = LLM_BASE_URL
-    settings.LLM_MODEL = "test-model"
-    settings.LLM_API_KEY = "test-key"
-    settings.LLM_MAX_RETRIES = 0
-    _clear_llm_client()
-    scripted = PlaygroundLLM()
-    with respx.mock(assert_all_called=False) as router:
-        router.post(f"{LLM_BASE_URL}/chat/completions").mock(side_effect=scripted)
-        scripted.router = router
+    with llm_scripted(settings, PlaygroundLLM()) as scripted:
         yield scripted
-    _clear_llm_client()
-    assert not scripted.errors, scripted.errors
 
 
 @pytest.fixture
