@@ -439,9 +439,6 @@ MEMORY_FORGET_GRACE_DAYS = env.int("MEMORY_FORGET_GRACE_DAYS", default=30)
 # How many identical episodic statements make one semantic fact (no LLM), and how close a cluster must be (LLM).
 MEMORY_CONSOLIDATE_MIN_REPEATS = env.int("MEMORY_CONSOLIDATE_MIN_REPEATS", default=2)
 MEMORY_CONSOLIDATE_SIMILARITY = env.float("MEMORY_CONSOLIDATE_SIMILARITY", default=0.80)
-# Below MEMORY_MERGE_SIMILARITY, pairs at least this similar are shown to a reviewer as near-duplicates
-# (memory/review.py): the consolidation bound is the one the service already holds for "about the same thing".
-MEMORY_REVIEW_SIMILARITY = env.float("MEMORY_REVIEW_SIMILARITY", default=MEMORY_CONSOLIDATE_SIMILARITY)
 # Open sessions quiet for this long get their Redis buffer compacted.
 BUFFER_COMPACT_IDLE_MINUTES = env.int("BUFFER_COMPACT_IDLE_MINUTES", default=10)
 # --- Webhooks (issue 19) -------------------------------------------------------
