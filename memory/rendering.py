@@ -47,6 +47,9 @@ def memory_line(m) -> str:
     # A session note's line is the system's by definition: "[note]" says where it came from.
     if m.source_type in _SOURCE_NOTE and m.kind != "note":
         notes.append(_SOURCE_NOTE[m.source_type])
+    replaced = getattr(m, "valid_to", None)
+    if replaced is not None:  # shown because the question asks what held before: the model must not take it as now
+        notes.append(f"replaced on {date_render(replaced.date())}")
     line = f"- {'[' + ', '.join(notes) + '] ' if notes else ''}{m.text}"
     resolved = relative_dates_render(m.dates)
     if resolved:

@@ -177,12 +177,14 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     now = clock.now()
     user_ids = [str(u.pk) for u in users]
     cands = _candidates(tenant=tenant, user_ids=user_ids, plan=plan, pending=pending, now=now, as_of=as_of,
-                        exclude_session_id=exclude_session_id, skip_ids=skip_ids)
+                        exclude_session_id=exclude_session_id, skip_ids=skip_ids,
+                        replaced=plan.earlier and as_of is None)
     if not cands:
         return []
     part_max = settings.MEMORY_EXCERPT_MAX_TOKENS if token_budget is not None else 0
     ranked = _ranked(tenant=tenant, user_ids=user_ids, cands=cands, k=k, token_budget=token_budget, part_max=part_max,
-                     now=now, as_of=as_of, thread=plan.thread and settings.MEMORY_THREAD_QUESTIONS)
+                     now=now, as_of=as_of, thread=plan.thread and settings.MEMORY_THREAD_QUESTIONS,
+                     replaced=plan.earlier and as_of is None)
     expand = neighbours is not None and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     walk = _BudgetWalk(
         block=BlockBudget(token_budget), k=k, part_max=part_max,
@@ -200,14 +202,14 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
 
 
 def _candidates(*, tenant, user_ids: list[str], plan: QueryPlan, pending, now: datetime, as_of: datetime | None,
-                exclude_session_id, skip_ids) -> dict[str, Candidate]:
+                exclude_session_id, skip_ids, replaced: bool = False) -> dict[str, Candidate]:
     """Every search of the plan (the text, then each part), fused, without the excluded session and skipped ids.
 
     The keyword searches need only the text: they run, as one batch, while the query is embedded (`pending`); then
     the dense searches, as another."""
     gather = functools.partial(candidates_gather, tenant=tenant, user_ids=user_ids,
                                limit=settings.MEMORY_RETRIEVAL_CANDIDATES, now_epoch=now.timestamp(),
-                               statuses=("active",) if as_of is None else ("active", "superseded"))
+                               statuses=("active", "superseded") if as_of is not None or replaced else ("active",))
     searches: list[dict[str, Candidate]] = [{} for _ in (plan.text, *plan.parts)]
     window = said_window(plan.text, now) if settings.MEMORY_SEARCH_NAMED_DATES else None
     # The question names a time: what was said then is searched on its own, and its best stands beside the best of
@@ -236,7 +238,8 @@ def _candidates(*, tenant, user_ids: list[str], plan: QueryPlan, pending, now: d
 
 
 def _ranked(*, tenant, user_ids: list[str], cands: dict[str, Candidate], k: int, token_budget: int | None,
-            part_max: int, now: datetime, as_of: datetime | None, thread: bool = False) -> list[tuple[float, dict]]:
+            part_max: int, now: datetime, as_of: datetime | None, thread: bool = False,
+            replaced: bool = False) -> list[tuple[float, dict]]:
     """(final score, row) of the shortlisted candidates that the database still holds, best first within each tier:
     each candidate's adjusted score is computed once and shown as it ranked. part_max: the most a memory is shown
     with (0: whole)."""
@@ -245,7 +248,7 @@ def _ranked(*, tenant, user_ids: list[str], cands: dict[str, Candidate], k: int,
     # The database is the truth: a row changed since the point was written (deleted, superseded, expired, moved)
     # does not come back, whatever the payload says.
     rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for _, c in shortlist], now=now,
-                       as_of=as_of)
+                       as_of=as_of, replaced=replaced)
     scored = [(tier, score_adjusted(c, rows[c.memory_id], now), c) for tier, c in shortlist if c.memory_id in rows]
     if settings.MEMORY_SESSION_DIVERSITY:
         scored = scores_diversify(scored)

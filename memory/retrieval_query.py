@@ -37,6 +37,23 @@ _THREAD = re.compile(
     re.IGNORECASE)
 
 
+# A question about what the user said before a change ("what did I say before?", "where did I use to live?", "my old
+# address") asks for the values that were replaced, beside the current one: superseded memories are searched too,
+# each shown as replaced. The English forms of asking after a former state, not phrases of any one conversation.
+_EARLIER = re.compile(
+    r"\b(?:(?:say|said|tell|told|want|wanted|have|had|choose|chose|pick|picked|prefer|preferred|use|was|were)\s+"
+    r"(?:\w+\s+){0,3}?(?:before|at\s+first|originally|"
+    r"previously|earlier)\b|used\s+to|did\s+\w+\s+use\s+to|(?:my|the)\s+(?:old|previous|former|original|earlier)\b|(?:before|earlier)\s+"
+    r"(?:I|you)\s+(?:said|told|changed|switched|corrected)|(?:changed?|switched?|moved?)\s+(?:it\s+)?from\b|"
+    r"what\s+(?:was|were)\s+(?:\w+\s+){0,3}?before\b|originally|previously|at\s+first)",
+    re.IGNORECASE)
+
+
+def asks_for_earlier(text: str) -> bool:
+    """Whether the question asks what a value was before it changed (see _EARLIER)."""
+    return bool(_EARLIER.search(text or ""))
+
+
 def asks_for_thread(text: str) -> bool:
     """Whether the question asks how something developed across time (see _THREAD)."""
     return bool(_THREAD.search(text or ""))
@@ -66,11 +83,12 @@ class QueryPlan:
     text: str  # what is searched first: the input (and goal), with the model's rewrite added when it differs
     parts: tuple[str, ...] = ()  # separate searches for the pieces of a question that needs several facts
     thread: bool = False  # the question asks for a thread across sessions: one session's best hit at a time
+    earlier: bool = False  # the question asks for replaced values too: superseded memories are searched, marked
 
     @classmethod
     def plain(cls, text: str) -> QueryPlan:
         """The text as it is, no model involved."""
-        return cls(text, thread=asks_for_thread(text))
+        return cls(text, thread=asks_for_thread(text), earlier=asks_for_earlier(text))
 
 
 def query_plan(text: str) -> QueryPlan:
@@ -103,4 +121,5 @@ def query_plan(text: str) -> QueryPlan:
         if part and part.lower() not in seen:
             seen.add(part.lower())
             extra.append(part)
-    return QueryPlan(main, tuple(extra[:QUERY_PARTS_MAX]), thread=asks_for_thread(text))
+    return QueryPlan(main, tuple(extra[:QUERY_PARTS_MAX]), thread=asks_for_thread(text),
+                     earlier=asks_for_earlier(text))

@@ -39,18 +39,20 @@ _ID_KEYS = ("id", "user_id", "session_id", "source_message_id")
 # (NOTE_TOPIC_LABEL).
 
 
-def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now, as_of=None) -> dict[str, dict]:
+def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now, as_of=None,
+                replaced: bool = False) -> dict[str, dict]:
     """Active, unexpired memories among `memory_ids` of these users of this tenant, by id, as MEMORY_KEYS dicts
     (ids as strings). `session_number` is the memory's session's ordinal among its user's sessions, oldest first
     (the user's "session 3"); None without a session.
 
     as_of: instead, the memories valid at that time (superseded ones included), each with valid_from and valid_to;
-    a question about the past is rare, so it takes the ORM path."""
+    replaced: the superseded memories too, whenever they held, each with valid_from and valid_to (a question
+    about what a value was before it changed). A question about the past is rare, so both take the ORM path."""
     if not memory_ids or not user_ids:
         return {}
-    if as_of is not None or not native():
+    if as_of is not None or replaced or not native():
         return {r["id"]: r for r in memory_rows_orm(tenant=tenant, user_ids=user_ids, memory_ids=memory_ids,
-                                                         now=now, as_of=as_of)}
+                                                         now=now, as_of=as_of, replaced=replaced)}
     with connection.cursor() as cursor:
         cursor.execute(_memory_sql(), [tenant.pk, list(user_ids), tenant.pk, list(user_ids), list(memory_ids),
                                        MemoryStatus.ACTIVE, now, MemoryKind.NOTE, NOTE_TOPIC_LABEL])
@@ -63,17 +65,17 @@ def memory_rows(*, tenant, user_ids: list[str], memory_ids: list[str], now, as_o
     return {r["id"]: r for r in rows}
 
 
-def memory_rows_orm(*, tenant, user_ids, memory_ids, now, as_of=None) -> list[dict]:
-    statuses = [MemoryStatus.ACTIVE] if as_of is None else [MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED]
+def memory_rows_orm(*, tenant, user_ids, memory_ids, now, as_of=None, replaced: bool = False) -> list[dict]:
+    past = as_of is not None or replaced
+    statuses = [MemoryStatus.ACTIVE, MemoryStatus.SUPERSEDED] if past else [MemoryStatus.ACTIVE]
     found = (MemoryRecord.objects.for_tenant(tenant).filter(user_id__in=user_ids, pk__in=memory_ids,
                                                             status__in=statuses)
              .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
              .exclude(kind=MemoryKind.NOTE, metadata__note=NOTE_TOPIC_LABEL))
-    keys = _COLUMN_KEYS
+    keys = (*_COLUMN_KEYS, "valid_from", "valid_to") if past else _COLUMN_KEYS
     if as_of is not None:
         found = found.filter(Q(valid_from__isnull=True) | Q(valid_from__lte=as_of),
                              Q(valid_to__isnull=True) | Q(valid_to__gt=as_of))
-        keys = (*keys, "valid_from", "valid_to")
     rows = [ids_as_text(row, _ID_KEYS) for row in
             found.order_by()  # the rows are looked up by id: sorting them is wasted work
             .values(*keys, dates=KeyTransform("dates", "metadata"), passage=KeyTransform("passage", "metadata"))]

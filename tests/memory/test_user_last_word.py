@@ -116,6 +116,20 @@ def test_a_correction_ranks_above_what_it_corrects(alice):
     assert "I live in Berlin." not in ada.context("Where do I live?")
 
 
+def test_what_was_said_before_comes_back_only_when_asked_and_marked_as_replaced(alice):
+    ada = Service(alice)
+    ada.tell("My locker is number 12.", "My locker is number 14 now.")
+    assert [m for m in ada.memories("superseded") if "12" in m["text"]]  # the old value is kept, superseded
+    now = ada.context("What is my locker number?")
+    assert "14" in now and "number 12" not in now
+    before = ada.context("What locker number did I have before?")
+    assert "number 14" in before
+    replaced = [line for line in before.splitlines() if "number 12" in line]
+    assert replaced and all("replaced on" in line for line in replaced), before
+    found = ada.search("what was my old locker number")
+    assert any("12" in t for t in found) and any("14" in t for t in found)
+
+
 def test_stopping_a_habit_ranks_above_the_habit(alice):
     ada = Service(alice)
     ada.tell("I eat meat.", "I stopped eating meat last month.")
