@@ -16,6 +16,7 @@ from infra import clock
 from infra.errors import AppError
 from memory import actions as memory_actions
 from memory.admin_columns import ConfidenceFilter, LayerFilter, MemoryColumns, memory_text_short
+from memory.admin_review import controls_apply
 from memory.extraction.candidate import subject_normalize
 from memory.models import MemoryEvent, MemoryRecord, MemoryStatus
 from memory.overview import memory_origin
@@ -251,17 +252,7 @@ class MemoryRecordAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
                 self.message_user(request, f"Not saved: {exc.message}", messages.ERROR)
 
     def _apply(self, request, queryset, control, verb: str):
-        done, refused = 0, []
-        for record in queryset.select_related("tenant"):
-            try:
-                control(tenant=record.tenant, memory=record, actor_type=MemoryEvent.Actor.STAFF,
-                        actor_id=staff_actor(request))
-                done += 1
-            except AppError as exc:
-                refused.append(f"{str(record.pk)[:8]} ({exc.message})")
-        self.message_user(request, f"{verb.capitalize()} {done} memory(ies).", messages.SUCCESS)
-        if refused:
-            self.message_user(request, f"Not {verb}: " + "; ".join(refused[:20]), messages.WARNING)
+        controls_apply(self, request, queryset.select_related("tenant"), control, verb)
 
     @admin.action(description="Approve selected (pending review)", permissions=["change"])
     def approve(self, request, queryset):
