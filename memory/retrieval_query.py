@@ -38,14 +38,16 @@ _THREAD = re.compile(
 
 
 # A question about what the user said before a change ("what did I say before?", "where did I use to live?", "my old
-# address") asks for the values that were replaced, beside the current one: superseded memories are searched too,
-# each shown as replaced. The English forms of asking after a former state, not phrases of any one conversation.
+# address", "have I ever...") asks for the values that were replaced, beside the current one: superseded memories
+# are searched too, each shown as replaced. The English forms of asking after a former state, not phrases of any one
+# conversation.
 _EARLIER = re.compile(
     r"\b(?:(?:say|said|tell|told|want|wanted|have|had|choose|chose|pick|picked|prefer|preferred|use|was|were)\s+"
     r"(?:\w+\s+){0,3}?(?:before|at\s+first|originally|"
     r"previously|earlier)\b|used\s+to|did\s+\w+\s+use\s+to|(?:my|the)\s+(?:old|previous|former|original|earlier)\b|(?:before|earlier)\s+"
     r"(?:I|you)\s+(?:said|told|changed|switched|corrected)|(?:changed?|switched?|moved?)\s+(?:it\s+)?from\b|"
-    r"what\s+(?:was|were)\s+(?:\w+\s+){0,3}?before\b|originally|previously|at\s+first)",
+    r"what\s+(?:was|were)\s+(?:\w+\s+){0,3}?before\b|(?:have|had|did)\s+I\s+ever\b|originally|previously|"
+    r"at\s+first)",
     re.IGNORECASE)
 
 

@@ -339,7 +339,8 @@ def test_questions_about_a_former_value_are_told_from_others():
     from memory.retrieval_query import asks_for_earlier
 
     for question in ("What did I say before?", "What locker number did I have before?", "Where did I use to live?",
-                     "What was my old address?", "Which airline did I prefer at first?", "What was the plan before?"):
+                     "What was my old address?", "Which airline did I prefer at first?", "What was the plan before?",
+                     "Have I ever eaten meat?"):
         assert asks_for_earlier(question), question
     for question in ("Where do I live?", "What should I pack before the trip?", "Did I eat before the meeting?",
                      "What is my locker number?", "How do I use to-do lists?"):
