@@ -206,11 +206,10 @@ def main() -> int:
         step("The context Continuum composed for the client's model")
         show_retrieved(context.get("memories", []))
         breakdown = context.get("breakdown", {})
-        reply = ("(the client's model answers from this context, e.g.) Welcome back! Looking for SFO to Newark next "
-                 "Tuesday under $400, aisle seat, avoiding United, as you told me last time.")
-        api("POST", f"/sessions/{s2['id']}/messages",
-            json={"messages": [{"role": "user", "content": SESSION_2}, {"role": "assistant", "content": reply}]})
-        say(f"assistant: {reply}", 2)
+        # Only what was really said is stored: the user's message. With no model here there is no answer to keep;
+        # a client's own model would answer from this context and the client would store its reply too.
+        api("POST", f"/sessions/{s2['id']}/messages", json={"messages": [{"role": "user", "content": SESSION_2}]})
+        say("(no model here: the client's own model answers from this context, and the client stores its reply)", 2)
     say(f"context tokens by section: {breakdown}", 2)
 
     step("NYC was superseded by Newark (history kept)")
