@@ -106,7 +106,12 @@ def test_the_openai_client_reads_the_request_id_and_the_turns_log_lines_carry_it
     handler.addFilter(RequestIdLogFilter())
     handler.emit = records.append
     httpx_log = logging.getLogger("httpx")
-    level, httpx_log.level = httpx_log.level, logging.INFO  # it logs each request at INFO
+    # httpx logs each request at INFO; an earlier test may have configured logging (dictConfig disables the loggers
+    # it does not name) or switched it off, so this test switches it on for itself.
+    saved = httpx_log.level, httpx_log.disabled, logging.root.manager.disable
+    httpx_log.setLevel(logging.INFO)
+    httpx_log.disabled = False
+    logging.disable(logging.NOTSET)
     httpx_log.addHandler(handler)
     try:
         with llm_scripted(settings, ScriptedLLM().add(answer("Hi."))) as scripted:
@@ -116,7 +121,9 @@ def test_the_openai_client_reads_the_request_id_and_the_turns_log_lines_carry_it
                                                         messages=[{"role": "user", "content": "Hello"}])
     finally:
         httpx_log.removeHandler(handler)
-        httpx_log.setLevel(level)
+        httpx_log.setLevel(saved[0])
+        httpx_log.disabled = saved[1]
+        logging.disable(saved[2])
     assert completion._request_id and completion._request_id.startswith("req_")
     model_calls = [r for r in records if "llm.test" in r.getMessage()]
     assert model_calls and {r.request_id for r in model_calls} == {completion._request_id}
