@@ -7,7 +7,7 @@ import uuid
 
 from django.conf import settings
 
-from infra.errors import AppError
+from infra.errors import AppError, NotFound
 from tenants.models import Tenant
 
 
@@ -67,6 +67,13 @@ def model_ids() -> list[str]:
     """The model ids a request may name: the alias, then ASSISTANT_MODEL_ALIASES (names clients have built in)."""
     extra = [name for name in settings.ASSISTANT_MODEL_ALIASES if name != settings.ASSISTANT_MODEL_ALIAS]
     return [settings.ASSISTANT_MODEL_ALIAS, *dict.fromkeys(extra)]
+
+
+def model_check(model_id: str) -> None:
+    """A 404 model_not_found, as OpenAI answers it, for a model id the service does not answer to."""
+    if model_id not in model_ids():
+        raise NotFound(f"The model '{model_id}' does not exist; GET /v1/models lists the models.",
+                       code="model_not_found", details={"param": "model"})
 
 
 def models_body(*, tenant: Tenant) -> dict:

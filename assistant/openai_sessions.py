@@ -25,14 +25,15 @@ from .history_lineup import line_up
 from .openai_requests import invalid
 
 
-def chat_session_check(*, tenant: Tenant, external_id: str, session_id: uuid.UUID) -> None:
+def chat_session_check(*, tenant: Tenant, external_id: str, session_id: uuid.UUID) -> Session:
     """Read-only: the named session exists, is this user's and is open (nothing is created before the request is
-    known to be valid)."""
+    known to be valid). Returns it, for chat_place."""
     session = access_session(tenant=tenant, session_id=session_id)
     if session.user.external_id != external_id:
         raise NotFound("Session not found.")  # the same answer as for a missing one
     if session.state != Session.State.OPEN:
         raise Conflict("Session is closed; omit X-Session-Id to continue in a new one.", code="session_closed")
+    return session
 
 
 def chat_user_resolve(*, tenant: Tenant, external_id: str) -> EndUser:
@@ -48,26 +49,21 @@ class ChatPlacement:
     session: Session
     earlier: list[NewMessage] = field(default_factory=list)
     repeated_input: str | None = None  # the stored text of the repeated input, which the turn then reuses
-    new_chat: bool = False  # the request opened a session of its own (its conversation did not continue the last)
 
 
 def chat_place(*, tenant: Tenant, user: EndUser, user_input: str, earlier: list[tuple[str, str]],
-               session_id: uuid.UUID | None = None, continuing: bool = False) -> ChatPlacement:
+               session: Session | None = None, continuing: bool = False) -> ChatPlacement:
     """The session a chat request runs in, and which of its turns that session still needs.
 
-    X-Session-Id (or a previous response) names the session: the client's turns are lined up with it. Otherwise the
+    `session`: the one X-Session-Id (or a previous response) names, as chat_session_check returned it: the client's
+    turns are lined up with it (a close since then is the append's 409, as for any closed session). Otherwise the
     user's open session is used when the client's conversation continues it (or when the tenant's `chat_sessions`
     says every request does); a conversation that does not (a new chat) closes it, so its bridge carries memory
     over, and opens a session of its own. A new session starts from the user's last one's bridge.
     `continuing`: the request brings tool results for the session's open turn, which stays as it is.
     """
     earlier = earlier[-(settings.CONTINUUM_MAX_BATCH - 1):]
-    if session_id:
-        session = access_session(tenant=tenant, session_id=session_id)
-        if session.user_id != user.pk:
-            raise NotFound("Session not found.")  # the same answer as for a missing one
-        if session.state != Session.State.OPEN:
-            raise Conflict("Session is closed; omit X-Session-Id to continue in a new one.", code="session_closed")
+    if session is not None:
         return _placed(tenant=tenant, session=session, user_input=user_input, earlier=earlier, named=True,
                        continuing=continuing)
     with transaction.atomic():
@@ -82,10 +78,8 @@ def chat_place(*, tenant: Tenant, user: EndUser, user_input: str, earlier: list[
                 return placement
             session_close(tenant=tenant, session_id=current.pk, reason="new_chat")
         session, _ = session_open(tenant=tenant, user=user)
-        placement = _placed(tenant=tenant, session=session, user_input=user_input, earlier=earlier, named=True,
-                            continuing=continuing)
-        placement.new_chat = current is not None
-        return placement
+        return _placed(tenant=tenant, session=session, user_input=user_input, earlier=earlier, named=True,
+                       continuing=continuing)
 
 
 def open_turn_input(*, tenant: Tenant, session: Session) -> str:

@@ -39,7 +39,7 @@ from .openai_bodies import (
     completion_body,
     completion_id,
     error_body,
-    model_ids,
+    model_check,
     models_body,
     tool_calls_delta,
     usage_chunk,
@@ -82,9 +82,7 @@ def _prepare(request, tenant, chat: ChatRequest, *, previous_session=None) -> Pr
     The request, its user and its session are checked (4xx with a reason) before anything is created and before
     the model is asked for: a 503 for a missing model answers only a request that would otherwise run.
     `previous_session`: the session a Responses API previous_response_id names (its user is the default user)."""
-    if chat.model not in model_ids():
-        raise NotFound(f"The model '{chat.model}' does not exist; GET /v1/models lists the models.",
-                       code="model_not_found", details={"param": "model"})
+    model_check(chat.model)
     header_user = request.headers.get("X-User-Id")
     if previous_session is not None and not (chat.user or (header_user or "").strip()):
         header_user = previous_session.user.external_id
@@ -96,8 +94,8 @@ def _prepare(request, tenant, chat: ChatRequest, *, previous_session=None) -> Pr
             raise NotFound("Previous response not found.")  # the same answer as for a missing one
         if session_id is None and previous_session.state == previous_session.State.OPEN:
             session_id = previous_session.pk  # a closed one: the user's conversation goes on in a new session
-    if session_id is not None:
-        chat_session_check(tenant=tenant, external_id=external_id, session_id=session_id)
+    named = chat_session_check(tenant=tenant, external_id=external_id, session_id=session_id) \
+        if session_id is not None else None
     llm_required()
     user = chat_user_resolve(tenant=tenant, external_id=external_id)
     claim = None
@@ -107,21 +105,21 @@ def _prepare(request, tenant, chat: ChatRequest, *, previous_session=None) -> Pr
         if isinstance(claim, Replay):
             return Prepared(replay=claim)
     try:
-        return _placed(tenant, chat, user=user, session_id=session_id, claim=claim)
+        return _place_turn(tenant, chat, user=user, named=named, claim=claim)
     except BaseException:
         if claim is not None:
             claim.release()
         raise
 
 
-def _placed(tenant, chat: ChatRequest, *, user, session_id, claim) -> Prepared:
+def _place_turn(tenant, chat: ChatRequest, *, user, named, claim) -> Prepared:
     if not chat.user_input:  # tool outputs for the previous response: its turn's input is the session's
-        if session_id is None:
+        if named is None:
             raise invalid("Tool outputs without an input continue a previous response: send previous_response_id.",
                           param="input")
-        chat.user_input = open_turn_input(tenant=tenant, session=access_session(tenant=tenant, session_id=session_id))
+        chat.user_input = open_turn_input(tenant=tenant, session=named)
     placement = chat_place(tenant=tenant, user=user, user_input=chat.user_input, earlier=chat.earlier,
-                           session_id=session_id, continuing=chat.tool_results is not None)
+                           session=named, continuing=chat.tool_results is not None)
     if placement.repeated_input:  # a retry or regenerate: the turn reuses the stored input, as it was stored
         chat.user_input = placement.repeated_input
     return Prepared(session=placement.session, earlier=placement.earlier, claim=claim)
@@ -269,12 +267,13 @@ def _streamed(frames, *, claim: Claim | None, headers: dict):
     return response
 
 
-def _answered(body: dict, *, claim: Claim | None, headers: dict) -> JsonResponse:
+async def _answered(body: dict, *, claim: Claim | None, headers: dict) -> JsonResponse:
     response = JsonResponse(body)
     for name, value in headers.items():
         response[name] = value
-    if claim is not None:
-        claim.keep(body=response.content.decode(), content_type=response["Content-Type"], headers=headers)
+    if claim is not None:  # only a keyed request pays the hop to a thread for Redis
+        await sync_to_async(claim.keep)(body=response.content.decode(), content_type=response["Content-Type"],
+                                        headers=headers)
     return response
 
 
@@ -299,8 +298,7 @@ async def chat_completions(request):
     kind, payload = await _turn_result(tenant=tenant, session=session, chat=chat, earlier=earlier, claim=claim)
     if kind == "error":
         return await _failed(payload, claim)
-    return await sync_to_async(_answered)(completion_body(cid=cid, model=chat.model, result=payload), claim=claim,
-                                          headers=headers)
+    return await _answered(completion_body(cid=cid, model=chat.model, result=payload), claim=claim, headers=headers)
 
 
 async def _turn_result(*, tenant, session, chat, earlier, claim: Claim | None):
@@ -415,7 +413,7 @@ async def responses_create(request):
     body = responses.response_object(rid=rid, created=responses.now(), model=req.chat.model, echo=req.echo,
                                       status="completed", result=payload,
                                       output=responses.response_output(payload, item_id=f"msg_{uuid.uuid4().hex}"))
-    return await sync_to_async(_answered)(body, claim=claim, headers=headers)
+    return await _answered(body, claim=claim, headers=headers)
 
 
 async def model_detail(request, model_id: str):
@@ -423,13 +421,10 @@ async def model_detail(request, model_id: str):
         return _error(AppError("Use GET.", code="method_not_allowed", status=405))
     try:
         tenant = await sync_to_async(_authenticate)(request)
-        model = next((m for m in models_body(tenant=tenant)["data"] if m["id"] == model_id), None)
-        if model is None:
-            raise NotFound(f"The model '{model_id}' does not exist; GET /v1/models lists the models.",
-                           code="model_not_found")
+        model_check(model_id)
     except AppError as exc:
         return _error(exc)
-    return JsonResponse(model)
+    return JsonResponse(next(m for m in models_body(tenant=tenant)["data"] if m["id"] == model_id))
 
 
 async def models(request):
