@@ -4,17 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.sessions.conftest import WordHashEmbedder
-
-
-@pytest.fixture(autouse=True)
-def word_embedder():
-    from infra.embedder import set_embedder
-
-    embedder = WordHashEmbedder()
-    set_embedder(embedder)
-    yield embedder
-    set_embedder(None)
+from tests.sessions.conftest import word_embedder  # noqa: F401  (autouse: no model loads)
 
 
 @pytest.fixture
