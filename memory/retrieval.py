@@ -176,15 +176,14 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
     pending = embed_soon([plan.text, *plan.parts])
     now = clock.now()
     user_ids = [str(u.pk) for u in users]
+    replaced = plan.earlier and as_of is None  # the question asks what held before: superseded values too
     cands = _candidates(tenant=tenant, user_ids=user_ids, plan=plan, pending=pending, now=now, as_of=as_of,
-                        exclude_session_id=exclude_session_id, skip_ids=skip_ids,
-                        replaced=plan.earlier and as_of is None)
+                        exclude_session_id=exclude_session_id, skip_ids=skip_ids, replaced=replaced)
     if not cands:
         return []
     part_max = settings.MEMORY_EXCERPT_MAX_TOKENS if token_budget is not None else 0
     ranked = _ranked(tenant=tenant, user_ids=user_ids, cands=cands, k=k, token_budget=token_budget, part_max=part_max,
-                     now=now, as_of=as_of, thread=plan.thread and settings.MEMORY_THREAD_QUESTIONS,
-                     replaced=plan.earlier and as_of is None)
+                     now=now, as_of=as_of, thread=plan.thread and settings.MEMORY_THREAD_QUESTIONS, replaced=replaced)
     expand = neighbours is not None and token_budget is not None and settings.MEMORY_NEIGHBOUR_EXPANSION_HITS > 0
     walk = _BudgetWalk(
         block=BlockBudget(token_budget), k=k, part_max=part_max,

@@ -52,7 +52,7 @@ def forget_requests_honour(*, tenant: Tenant, user: EndUser, message: Message) -
     return len(found)
 
 
-def _source_ids(record: MemoryRecord) -> set[str]:
+def source_ids(record: MemoryRecord) -> set[str]:
     """The messages a memory was drawn from."""
     ids = {str(i) for i in record.source_message_ids or []}
     return ids | {str(record.source_message_id)} if record.source_message_id else ids
@@ -63,7 +63,7 @@ def _words_of(record: MemoryRecord) -> list[str]:
     it mostly repeats."""
     own = record.text.split(": ", 1)[1] if record.kind == "event" and ": " in record.text[:80] else record.text
     out = [s for s in sentences(own) if content_words(s)]
-    for m in Message.objects.for_tenant(record.tenant_id).filter(pk__in=list(_source_ids(record))):
+    for m in Message.objects.for_tenant(record.tenant_id).filter(pk__in=list(source_ids(record))):
         out += [s for s in sentences(m.content) if content_words(s) and support_share(s, [record.text]) >= 0.75
                 and s not in out]
     return out
@@ -87,7 +87,7 @@ def derived_scrub(*, tenant: Tenant, user: EndUser, records: list[MemoryRecord],
         return
     gone = {r.pk for r in records}
     sessions = {r.session_id for r in records if r.session_id}
-    messages = {mid for r in records for mid in _source_ids(r)}
+    messages = {mid for r in records for mid in source_ids(r)}
     # Other memories of those messages and sessions: the episode beside a fact, a passage, a session note.
     for other in MemoryRecord.objects.for_tenant(tenant).filter(user=user, status__in=_LIVE, session_id__in=sessions) \
             .exclude(pk__in=gone):

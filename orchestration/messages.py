@@ -27,7 +27,7 @@ from memory.sources import SourceMessage
 from sessions.models import Message, Session
 from sessions.services import NewMessage, message_rows_append
 
-from .forgetting import forget_requests_honour
+from .forgetting import forget_requests_honour, source_ids
 
 log = logging.getLogger(__name__)
 
@@ -183,9 +183,7 @@ def messages_withdraw(*, tenant, session: Session, after_seq: int, actor_type: s
         drawn = MemoryRecord.objects.for_tenant(tenant).filter(
             user_id=session.user_id, session=session, status__in=(MemoryStatus.ACTIVE, MemoryStatus.PENDING_REVIEW))
         for record in drawn:
-            sources = {str(i) for i in record.source_message_ids or []}
-            if record.source_message_id:
-                sources.add(str(record.source_message_id))
+            sources = source_ids(record)
             if sources and sources <= ids:
                 memory_delete(tenant=tenant, memory=record, actor_type=actor_type, actor_id=actor_id)
         Message.objects.for_tenant(tenant).filter(pk__in=doomed).delete()
