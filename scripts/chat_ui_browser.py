@@ -199,6 +199,17 @@ def main() -> int:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=args.chromium, headless=not args.headed, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
+
+        def chat_turn(n: int, text: str) -> str:
+            """Send one message in the open chat; its answer, timed and logged, and a screenshot of the chat."""
+            t = time.monotonic()
+            answer = send(page, text, args.answer_timeout)
+            timings[f"chat{n}_answer"] = round(time.monotonic() - t, 1)
+            result[f"chat{n}_answer"] = answer
+            log(f"chat {n} answer after {timings[f'chat{n}_answer']}s: {answer!r}")
+            page.screenshot(path=str(shots / f"open-webui-chat{n}.png"))
+            return answer
+
         try:
             t = time.monotonic()
             sign_up(page, args.webui)
@@ -209,12 +220,7 @@ def main() -> int:
             result["model_label"] = ensure_model(page, args.model)
             log(f"model: {result['model_label']!r}")
 
-            t = time.monotonic()
-            answer1 = send(page, FACT, args.answer_timeout)
-            timings["chat1_answer"] = round(time.monotonic() - t, 1)
-            result["chat1_answer"] = answer1
-            log(f"chat 1 answer after {timings['chat1_answer']}s: {answer1!r}")
-            page.screenshot(path=str(shots / "open-webui-chat1.png"))
+            chat_turn(1, FACT)
 
             # Continuum's end user is the one Open WebUI forwarded: its external id is Open WebUI's user id.
             t = time.monotonic()
@@ -242,12 +248,7 @@ def main() -> int:
 
             new_chat(page)
             ensure_model(page, args.model)
-            t = time.monotonic()
-            answer2 = send(page, QUESTION, args.answer_timeout)
-            timings["chat2_answer"] = round(time.monotonic() - t, 1)
-            result["chat2_answer"] = answer2
-            log(f"chat 2 answer after {timings['chat2_answer']}s: {answer2!r}")
-            page.screenshot(path=str(shots / "open-webui-chat2.png"))
+            answer2 = chat_turn(2, QUESTION)
             result["chat2_url"] = page.url
             keys = ("id", "state", "opened_at", "closed_at", "close_reason", "previous_id", "message_count")
             result["continuum_sessions"] = [{k: s.get(k) for k in keys} for s in api.sessions(user["id"])]
