@@ -182,6 +182,11 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
                                          observation_tokens=limits.observation_tokens, grounding=grounding,
                                          closing_note=closing_note,
                                          refused=grounding.dropped() if grounding is not None else [])
+        if stop == MAX_STEPS and content.strip():
+            # The steps that may call tools are spent and the call without tools answered: that call is how a turn
+            # answers after its last tool step (with the local model's one step, every turn that uses a tool), so
+            # the turn ended in an answer. The step limit stands as the reason only when no answer came of it.
+            stop = ANSWER
     if stop != CLIENT_TOOLS:
         if not content.strip():
             known = [line for line in closing_note.splitlines() if line.startswith("- ")]

@@ -154,14 +154,34 @@ def test_unreadable_arguments_become_an_error_observation(llm):
     assert_valid(result)
 
 
-def test_max_steps_ends_with_a_partial_answer(llm):
+def test_max_steps_ends_with_the_answer_of_a_call_without_tools(llm):
     counter = iter(range(100))
     llm.then = lambda body: (answer("Partial: SFO checked, NYC not yet.") if not body.get("tools")
                              else tool_step(call("lookup", {"n": next(counter)})))
     result, executor = run(llm, max_steps=3)
-    assert result.stop_reason == MAX_STEPS and result.partial
+    # The steps were spent and the closing call answered: the turn ended in an answer (the model says what is open).
+    assert result.stop_reason == ANSWER and not result.partial and result.steps == 3
     assert result.content == "Partial: SFO checked, NYC not yet."
     assert len(executor.calls) == 3 and len(llm.requests) == 4
+    assert "still unfinished" in llm.requests[-1]["messages"][-1]["content"]
+    assert_valid(result)
+
+
+def test_one_tool_step_then_the_answer_is_an_answer_not_a_stop_at_the_step_limit(llm):
+    """The local model's profile (ASSISTANT_MAX_STEPS=1): a turn that uses a tool spends its one step on it, and
+    the call without tools answers. The demo printed "(stopped: max_steps)" after each such answer."""
+    llm.add(tool_step(call("note", {"text": "aisle seats"})), answer("Noted: aisle seats."))
+    result, executor = run(llm, max_steps=1)
+    assert executor.calls == [("note", {"text": "aisle seats"})]
+    assert result.content == "Noted: aisle seats." and result.stop_reason == ANSWER and result.steps == 1
+    assert_valid(result)
+
+
+def test_the_step_limit_is_the_reason_when_no_answer_came_of_it(llm):
+    llm.add(tool_step(call("lookup", {"q": "SFO"})), answer('{"name": "lookup", "arguments": {"q": "NYC"}}'))
+    result, _ = run(llm, max_steps=1)
+    assert result.stop_reason == MAX_STEPS and result.partial
+    assert "limit of steps" in result.content
     assert_valid(result)
 
 
