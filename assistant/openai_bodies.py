@@ -38,6 +38,19 @@ def completion_body(*, cid: str, model: str, result) -> dict:
             "usage": _usage(result), "system_fingerprint": None, "continuum": continuum_extension(result)}
 
 
+def task_extension(answer) -> dict:
+    """A chat UI's background task (assistant/chat_tasks.py): what kind Continuum took it for, and that nothing of it
+    was stored."""
+    return {"task": answer.kind, "stored": False}
+
+
+def task_completion_body(*, cid: str, model: str, answer) -> dict:
+    return {"id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.reply, "refusal": None},
+                         "logprobs": None, "finish_reason": answer.finish_reason}],
+            "usage": _usage(answer), "system_fingerprint": None, "continuum": task_extension(answer)}
+
+
 def chunk_body(*, cid: str, created: int, model: str, delta: dict, finish_reason: str | None = None,
                result=None, include_usage: bool = False) -> dict:
     body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,

@@ -35,6 +35,7 @@ class ChatRequest:
     include_usage: bool = False  # stream_options.include_usage: a last chunk with the usage and no choices
     client_tools: ClientTools | None = None
     tool_results: ToolResults | None = None  # the request continues a turn with the client's tool results
+    metadata: dict | None = None  # OpenAI's request metadata (chat_tasks reads its task marker)
 
 
 def _text_of(content, *, index: int) -> str:
@@ -248,9 +249,12 @@ def chat_request_parse(body: bytes) -> ChatRequest:
     n = data.get("n")
     if n not in (None, 1):
         raise invalid("Only n=1 is supported.", param="n")
+    metadata = data.get("metadata")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise invalid("'metadata' must be an object.", param="metadata")
     return ChatRequest(model=data["model"].strip(), user_input=user_input, earlier=earlier, client_system=system,
                        stream=stream, options=options, user=user_field_parse(data), include_usage=include_usage,
-                       client_tools=client_tools_parse(data), tool_results=tool_results)
+                       client_tools=client_tools_parse(data), tool_results=tool_results, metadata=metadata)
 
 
 def chat_user_name(*, body_user: str | None, header_user: str | None) -> str:

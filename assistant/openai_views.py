@@ -33,6 +33,7 @@ from sessions.selectors import access_session
 from tenants.authentication import tenant_from_api_key
 
 from . import openai_responses as responses
+from .chat_tasks import TASK_HEADER, TaskAnswer, chat_task_answer, chat_task_messages, chat_task_of
 from .idempotency import Claim, Replay, idempotency_claim, idempotency_key_parse
 from .openai_bodies import (
     chunk_body,
@@ -41,6 +42,8 @@ from .openai_bodies import (
     error_body,
     model_check,
     models_body,
+    task_completion_body,
+    task_extension,
     tool_calls_delta,
     usage_chunk,
 )
@@ -51,6 +54,7 @@ from .turns import turn_run
 log = logging.getLogger(__name__)
 
 KEEPALIVE_SECONDS = 10.0
+TASK_THREADS = 4  # a chat UI's background tasks have threads of their own: a burst of them never takes a turn's
 _STORE_DOWN = ServiceUnavailable("Session store is unavailable; retry shortly.", headers={"Retry-After": "5"})
 
 
@@ -74,6 +78,19 @@ class Prepared:
     earlier: list = field(default_factory=list)
     claim: Claim | None = None
     replay: Replay | None = None
+    task: str | None = None  # a chat UI's background task (chat_tasks.py): answered, nothing placed or stored
+
+
+def _prepare_chat(request, tenant, chat: ChatRequest) -> Prepared:
+    """A chat completion: a chat UI's background task is answered apart (no user, session or turn is touched, so a
+    title request can neither be stored as the user's message nor close the open session as a new chat)."""
+    task = chat_task_of(header=request.headers.get(TASK_HEADER), metadata=chat.metadata, user_input=chat.user_input,
+                        earlier=chat.earlier, continuing=chat.tool_results is not None)
+    if task is None:
+        return _prepare(request, tenant, chat)
+    model_check(chat.model)
+    llm_required()
+    return Prepared(task=task)
 
 
 def _prepare(request, tenant, chat: ChatRequest, *, previous_session=None) -> Prepared:
@@ -283,12 +300,74 @@ async def _failed(exc: AppError, claim: Claim | None) -> JsonResponse:
     return _error(exc)
 
 
+@functools.lru_cache(maxsize=1)
+def _task_threads() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=TASK_THREADS, thread_name_prefix="chat-task")
+
+
+def _task_run(*, tenant, chat: ChatRequest, kind: str) -> TaskAnswer:
+    try:
+        return chat_task_answer(tenant=tenant, kind=kind, options=chat.options, messages=chat_task_messages(
+            client_system=chat.client_system, earlier=chat.earlier, user_input=chat.user_input))
+    finally:
+        connections.close_all()  # this thread's own connections (the quota's tenant reads)
+
+
+async def _task_answer(*, tenant, chat: ChatRequest, kind: str):
+    """The task's answer, or ("error", AppError)."""
+    loop = asyncio.get_running_loop()
+    run = functools.partial(_task_run, tenant=tenant, chat=chat, kind=kind)
+    try:
+        return await loop.run_in_executor(_task_threads(), contextvars.copy_context().run, run)
+    except AppError as exc:
+        return exc
+    except Exception:
+        log.exception("chat task (%s) failed", kind)
+        return AppError("The task failed unexpectedly.", code="internal_error", status=500)
+
+
+async def _task_events(*, tenant, chat: ChatRequest, kind: str, cid: str):
+    created = int(time.time())
+    chunk = functools.partial(chunk_body, cid=cid, created=created, model=chat.model, include_usage=chat.include_usage)
+    yield _sse(chunk(delta={"role": "assistant", "content": ""}))
+    pending = asyncio.ensure_future(_task_answer(tenant=tenant, chat=chat, kind=kind))
+    while not pending.done():
+        done, _ = await asyncio.wait({pending}, timeout=KEEPALIVE_SECONDS)
+        if not done:
+            yield ": keep-alive\n\n"  # a task waits behind a user's turn for the model: proxies must not drop us
+    answer = pending.result()
+    if isinstance(answer, AppError):
+        yield _sse(error_body(answer))
+    else:
+        if answer.reply:
+            yield _sse(chunk(delta={"content": answer.reply}))
+        yield _sse({**chunk(delta={}, finish_reason=answer.finish_reason), "continuum": task_extension(answer)})
+        if chat.include_usage:
+            yield _sse(usage_chunk(cid=cid, created=created, model=chat.model, result=answer))
+    yield "data: [DONE]\n\n"
+
+
+async def _task_response(*, tenant, chat: ChatRequest, kind: str):
+    """A chat UI's background task, answered (streamed as one piece when asked) and stored nowhere."""
+    cid = completion_id()
+    headers = {TASK_HEADER: kind}
+    if chat.stream:
+        return _streamed(_task_events(tenant=tenant, chat=chat, kind=kind, cid=cid), claim=None, headers=headers)
+    answer = await _task_answer(tenant=tenant, chat=chat, kind=kind)
+    if isinstance(answer, AppError):
+        return _error(answer)
+    return await _answered(task_completion_body(cid=cid, model=chat.model, answer=answer), claim=None,
+                           headers=headers)
+
+
 @csrf_exempt
 async def chat_completions(request):
-    accepted = await _accept(request, chat_request_parse, _prepare)
+    accepted = await _accept(request, chat_request_parse, _prepare_chat)
     if not isinstance(accepted, tuple):
         return accepted
     chat, tenant, prepared = accepted
+    if prepared.task is not None:
+        return await _task_response(tenant=tenant, chat=chat, kind=prepared.task)
     session, earlier, claim = prepared.session, prepared.earlier, prepared.claim
     cid = completion_id()
     headers = {"X-Session-Id": str(session.pk)}

@@ -83,7 +83,7 @@ def _gate_redis():
 
 
 @contextlib.contextmanager
-def llm_priority(kind: str, *, seconds: float | None = None):
+def llm_priority(kind: str, *, seconds: float | None = None, hold: float | None = None):
     """Around one model call (or a whole turn of them): a user's calls go first, background calls wait for them.
 
     A local CPU model serves a few requests at a time and shares its cores between them, so background extraction
@@ -93,6 +93,7 @@ def llm_priority(kind: str, *, seconds: float | None = None):
     extraction for ever), and takes one of LLM_BACKGROUND_CONCURRENCY slots, so that with the server started with
     one slot more than that a turn never queues behind background work. 0 (hosted APIs) gates nothing.
     `seconds`: how long a foreground mark may stand at most (default: one call's timeout with its retries).
+    `hold`: how long a background call waits for foreground calls at most (default LLM_BACKGROUND_HOLD_SECONDS).
     """
     slots = settings.LLM_BACKGROUND_CONCURRENCY
     if slots <= 0:
@@ -122,7 +123,7 @@ def llm_priority(kind: str, *, seconds: float | None = None):
                 with contextlib.suppress(Exception):
                     redis.zrem(fg_key, token)
         return
-    held_until = time.monotonic() + settings.LLM_BACKGROUND_HOLD_SECONDS
+    held_until = time.monotonic() + (settings.LLM_BACKGROUND_HOLD_SECONDS if hold is None else hold)
     lock = None
     try:
         while True:

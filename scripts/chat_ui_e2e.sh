@@ -122,9 +122,13 @@ say "Open WebUI $OWUI_VERSION on 127.0.0.1:$OWUI_PORT, pointed at http://127.0.0
   export RAG_EMBEDDING_MODEL_AUTO_UPDATE=false RAG_RERANKING_MODEL_AUTO_UPDATE=false BYPASS_EMBEDDING_AND_RETRIEVAL=true
   export RAG_EMBEDDING_ENGINE=openai RAG_OPENAI_API_BASE_URL="http://127.0.0.1:$CONTINUUM_PORT/v1" RAG_OPENAI_API_KEY="$KEY"
   export ANONYMIZED_TELEMETRY=false SCARF_NO_ANALYTICS=true DO_NOT_TRACK=true ENABLE_COMMUNITY_SHARING=false
-  # Background model calls (title, tags, follow-ups, queries) would each be a Continuum turn: off.
-  export ENABLE_TITLE_GENERATION=false ENABLE_TAGS_GENERATION=false ENABLE_FOLLOW_UP_GENERATION=false
-  export ENABLE_AUTOCOMPLETE_GENERATION=false ENABLE_SEARCH_QUERY_GENERATION=false ENABLE_RETRIEVAL_QUERY_GENERATION=false
+  # Background model calls (title, tags, follow-ups, queries): Continuum answers them apart and stores nothing of them
+  # (docs/openai.md, "A chat UI's background tasks"), but each is one more call on a CPU model: off unless
+  # OPEN_WEBUI_TASKS=1 keeps Open WebUI's defaults.
+  if [ "${OPEN_WEBUI_TASKS:-0}" != "1" ]; then
+    export ENABLE_TITLE_GENERATION=false ENABLE_TAGS_GENERATION=false ENABLE_FOLLOW_UP_GENERATION=false
+    export ENABLE_AUTOCOMPLETE_GENERATION=false ENABLE_SEARCH_QUERY_GENERATION=false ENABLE_RETRIEVAL_QUERY_GENERATION=false
+  fi
   export ENABLE_EVALUATION_ARENA_MODELS=false USER_AGENT=continuum-chat-ui-e2e
   # Open WebUI 0.12.4 sends its 36 built-in tools (knowledge, notes, its own memories, calendar...; ~5,300 tokens)
   # with every chat turn: more than Continuum's context budget (CONTINUUM_CONTEXT_BUDGET, 4,000), and the chat shows
