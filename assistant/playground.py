@@ -4,7 +4,12 @@ turn's receipt and the memories that changed since it began.
 
 The receipt and the memories are written after the turn by the background task every surface queues (extraction and
 the receipt travel together, orchestration.tasks.messages_extract_task), so they are read, not waited for:
-`playground_after` reads what exists now, and the page reads it again on refresh.
+`playground_after` reads what exists now, and the page reads it again on refresh. Without a model nothing is sent or
+stored, but the context composed for the message is receipted at once, so the page can link what it shows.
+
+The page's two tables count alike: each message as the model reads it (its text and the few tokens that frame it),
+the tool definitions once, and three tokens that prime the reply; the sections of the context message are the
+composer's counts, and what frames and joins them is a row of its own.
 """
 from __future__ import annotations
 
@@ -12,7 +17,9 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from context.composer import SECTIONS
+from django.conf import settings
+
+from context.composer import SECTIONS, tool_tokens
 from infra import clock
 from infra.errors import NotFound
 from infra.llm import llm_configured
@@ -21,6 +28,7 @@ from infra.tokens import message_tokens
 from memory.models import MemoryEvent
 from orchestration.context import turn_context
 from orchestration.models import ContextReceipt
+from orchestration.receipts import receipt_write
 from orchestration.sessions import session_close, session_open
 from sessions.models import Message, Session
 from sessions.selectors import access_session, session_open_for_user
@@ -43,7 +51,15 @@ SECTION_LABELS = {
     "memories": "Retrieved memories",
     "recent": "Recent turns",
     "input": "The new message",
+    "framing": "Message framing, section separators and reply priming",
 }
+# The playground's own rows, each as the model reads it (see the module's docstring).
+PROMPT_LABEL = "System prompt"
+TOOLS_LABEL = "Tool definitions"
+CONTEXT_FRAMING_LABEL = "Framing of the context message and between its sections"
+PRIMING_LABEL = "Reply priming"
+REPLY_PRIMING = 3  # infra.tokens.count_message_tokens: the tokens that prime the reply
+_CONTEXT_SECTIONS = ("profile", "bridge", "anchors", "state", "memories")
 
 
 @dataclass
@@ -75,6 +91,8 @@ class PlaygroundTurn:
     budget: int | None = None
     memory_status: str = "ok"
     shown: list[ShownMessage] = field(default_factory=list)  # what the model's first call read, in order
+    tool_tokens: int = 0  # the tool definitions the first call was offered
+    receipt: ContextReceipt | None = None  # written at once when no model ran; a turn's comes with its extraction
 
 
 @dataclass
@@ -97,22 +115,40 @@ class PlaygroundAfter:
 
 
 class _FirstCallKept:
-    """The model, keeping the messages its first call is given: the composed context as the model read it."""
+    """The model, keeping the messages and tools its first call is given: the composed context as the model read it."""
 
     def __init__(self, model: ChatModel):
         self._model = model
         self.name = model.name
         self.first: list[dict] | None = None
+        self.tools: list[dict] = []
 
     def complete(self, *, messages, **kwargs):
         if self.first is None:
             self.first = [dict(m) for m in messages]
+            self.tools = list(kwargs.get("tools") or [])
         return self._model.complete(messages=messages, **kwargs)
 
 
-def _sections(breakdown: dict) -> list[Section]:
-    return [Section(name, SECTION_LABELS.get(name, name), int(breakdown.get(name) or 0))
-            for name in (*SECTIONS, "input")]
+def _sections(breakdown: dict, shown: list[ShownMessage], tools: int) -> list[Section]:
+    """The context by section, counted as the model read it (the same counts as the messages' table): the system
+    prompt's message and the tool definitions, the context message's sections (the composer's counts) and what
+    frames them, the recent turns, the new message, and the reply's priming; they add up to the total."""
+    if not shown:  # the model was not called: the composer's counts as they are
+        return [Section(name, SECTION_LABELS.get(name, name), int(breakdown.get(name) or 0))
+                for name in (*SECTIONS, "input")]
+    by_part: dict[str, int] = {}
+    for m in shown:
+        by_part[m.part] = by_part.get(m.part, 0) + m.tokens
+    context = [Section(name, SECTION_LABELS[name], int(breakdown.get(name) or 0)) for name in _CONTEXT_SECTIONS]
+    framing = by_part.get("context sections", 0) - sum(s.tokens for s in context)
+    return [Section("system", PROMPT_LABEL, by_part.get("system prompt", 0)),
+            Section("tools", TOOLS_LABEL, tools),
+            *context,
+            Section("context_framing", CONTEXT_FRAMING_LABEL, max(0, framing)),
+            Section("recent", SECTION_LABELS["recent"], by_part.get("recent turns", 0)),
+            Section("input", SECTION_LABELS["input"], by_part.get("new message", 0)),
+            Section("priming", PRIMING_LABEL, REPLY_PRIMING)]
 
 
 def _shown(messages: list[dict]) -> list[ShownMessage]:
@@ -145,17 +181,24 @@ def playground_turn(*, tenant: Tenant, external_id: str, text: str, model: ChatM
     session = session_open_for_user(tenant=tenant, user=user) or session_open(tenant=tenant, user=user)[0]
     started = clock.now()
     if model is None and not llm_configured():
+        receipts: list[dict] = []
         ctx = turn_context(tenant=tenant, session=session, new_input=text, prompt_apart=True, surface=SURFACE,
-                           receipt_to=[])  # no model read it: no receipt
+                           receipt_to=receipts)
+        # Written now, not after commit by a worker: the page links it in this response. A receipt is what was
+        # composed and for whom; that no model read this one, the page says.
+        receipt = receipt_write(payload=receipts[0]) if receipts and settings.CONTINUUM_RECEIPTS else None
+        shown = _shown(ctx.messages)
         return PlaygroundTurn(user=user, session=session, started_at=started, answered=False,
-                              sections=_sections(ctx.breakdown), total_tokens=ctx.total_tokens, budget=ctx.budget,
-                              memory_status=ctx.memory_status, shown=_shown(ctx.messages))
+                              sections=_sections(ctx.breakdown, shown, 0), total_tokens=ctx.total_tokens,
+                              budget=ctx.budget, memory_status=ctx.memory_status, shown=shown, receipt=receipt)
     kept = _FirstCallKept(model or OpenAIChatModel())
     result = turn_run(tenant=tenant, session=session, user_input=text, model=kept, surface=SURFACE)
+    shown, tools = _shown(kept.first or []), tool_tokens(kept.tools)
+    total = sum(m.tokens for m in shown) + tools + REPLY_PRIMING if shown else result.total_tokens
     return PlaygroundTurn(user=user, session=result.session, started_at=started, answered=True, reply=result.reply,
                           stop_reason=result.stop_reason, tool_calls=list(result.loop.tool_calls),
-                          sections=_sections(result.breakdown), total_tokens=result.total_tokens,
-                          budget=result.budget, memory_status=result.memory_status, shown=_shown(kept.first or []))
+                          sections=_sections(result.breakdown, shown, tools), total_tokens=total,
+                          budget=result.budget, memory_status=result.memory_status, shown=shown, tool_tokens=tools)
 
 
 def playground_user(*, tenant: Tenant, external_id: str) -> EndUser | None:

@@ -108,6 +108,9 @@ def _render(request, context: dict, status: int = 200):
     after = context.get("after")
     receipt = after.receipt if after is not None else None
     receipt_sections = [(SECTION_LABELS.get(k, k), v) for k, v in (receipt.breakdown or {}).items()] if receipt else []
+    if receipt_sections:  # the composer counts sections' text: what frames the messages makes up the total
+        receipt_sections.append((SECTION_LABELS["framing"],
+                                 max(0, receipt.total_tokens - sum(int(v or 0) for _, v in receipt_sections))))
     context = {**admin.site.each_context(request), "title": "Playground", "llm_configured": llm_configured(),
                "receipt_sections": receipt_sections, **context}
     return TemplateResponse(request, "admin/playground/playground.html", context, status=status)

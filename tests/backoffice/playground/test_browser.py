@@ -52,7 +52,7 @@ def test_staff_chat_as_an_end_user_and_see_the_turn(live_server, llm, eager, sta
     send(page, alice, "priya-sibling", SISTER)
     assert page.locator("#answer").inner_text() == "How lovely: Priya in Lisbon."
     sections = page.locator("#context-sections").inner_text()
-    for label in ("System prompt and tool definitions", "Retrieved memories", "Recent turns", "The new message"):
+    for label in ("System prompt", "Tool definitions", "Retrieved memories", "Recent turns", "The new message"):
         assert label in sections
     assert page.locator("#context-shown").inner_text().count(SISTER) == 1  # the input, as the model read it
     assert "/admin/orchestration/contextreceipt/" in page.locator("#receipt-link").get_attribute("href")

@@ -62,8 +62,8 @@ def test_a_turn_shows_the_answer_the_context_by_section_the_receipt_and_the_chan
     page = response.content.decode()
     assert "Lisbon is lovely; say hello to Priya." in page
     turn = response.context["turn"]
-    assert [s.name for s in turn.sections] == ["system", "profile", "bridge", "anchors", "state", "memories", "recent",
-                                               "input"]
+    assert [s.name for s in turn.sections] == ["system", "tools", "profile", "bridge", "anchors", "state", "memories",
+                                               "context_framing", "recent", "input", "priming"]
     assert turn.shown[0].part == "system prompt" and turn.shown[-1].content == SISTER
     assert llm.requests[0]["messages"][-1]["content"] == SISTER
     receipt = ContextReceipt.objects.for_tenant(alice).get()
@@ -139,7 +139,44 @@ def test_without_a_model_the_page_says_so_and_shows_the_composed_context(admin_c
     assert not turn.answered and turn.shown[-1].content == SISTER and turn.total_tokens > 0
     assert "Composed context by section" in page and "Retrieved memories" in page
     assert not Message.objects.for_tenant(alice).exists()  # nothing was sent or stored
-    assert not ContextReceipt.objects.for_tenant(alice).exists()
+
+
+def test_without_a_model_the_page_writes_the_receipt_it_promises_and_links_it(admin_client, alice, settings):
+    """The page said "The receipt keeps each section's token count…" and no receipt was written."""
+    settings.LLM_BASE_URL = settings.LLM_MODEL = ""
+    response = send(admin_client, alice, SISTER)
+    page = response.content.decode()
+    receipt = ContextReceipt.objects.for_tenant(alice).get()
+    assert receipt.surface == "playground" and receipt.total_tokens == response.context["turn"].total_tokens
+    assert "The receipt keeps each section" in page
+    assert f'id="receipt-link" href="/admin/orchestration/contextreceipt/{receipt.pk}/change/"' in page
+    assert admin_client.get(f"/admin/orchestration/contextreceipt/{receipt.pk}/change/").status_code == 200
+
+
+def _rows(turn):
+    return {s.name: s.tokens for s in turn.sections}
+
+
+def test_the_two_tables_count_the_system_prompt_alike_and_add_up_to_the_total(admin_client, alice, settings):
+    """The sections said 43 tokens for the system prompt and the messages' table 47 (its framing)."""
+    settings.LLM_BASE_URL = settings.LLM_MODEL = ""
+    turn = send(admin_client, alice, SISTER).context["turn"]
+    prompt = next(m for m in turn.shown if m.part == "system prompt")
+    assert _rows(turn)["system"] == prompt.tokens
+    assert _rows(turn)["input"] == turn.shown[-1].tokens
+    assert sum(_rows(turn).values()) == turn.total_tokens == sum(m.tokens for m in turn.shown) + 3
+
+
+@committed
+def test_a_turns_tables_agree_with_the_tool_definitions_counted_once(admin_client, alice, llm, eager):
+    llm.add(answer("Noted."))
+    response = send(admin_client, alice, SISTER)
+    turn = response.context["turn"]
+    rows = _rows(turn)
+    assert rows["tools"] == turn.tool_tokens > 0
+    assert rows["system"] == next(m.tokens for m in turn.shown if m.part == "system prompt")
+    assert sum(rows.values()) == turn.total_tokens == sum(m.tokens for m in turn.shown) + turn.tool_tokens + 3
+    assert 'class="tool-definitions"' in response.content.decode()
 
 
 @pytest.mark.parametrize("data, field", [
@@ -193,6 +230,17 @@ def test_a_model_outage_is_shown_as_the_turns_error_not_a_server_error(admin_cli
 
 def test_the_admin_index_links_to_the_playground(admin_client):
     assert 'href="/admin/playground/"' in admin_client.get("/admin/").content.decode()
+
+
+def test_the_admin_index_link_has_its_cell_to_itself(admin_client):
+    """The dashboard keeps a row's later cells on one line and gives the first the rest: beside a sentence in a
+    second cell the link was drawn one letter a line."""
+    import re
+
+    page = admin_client.get("/admin/").content.decode()
+    entry = re.search(r'<div class="module" id="playground-entry">(.*?)</div>\s*</th>', page, re.DOTALL)
+    assert entry and "<td" not in entry.group(1)
+    assert "Chat as an end user</a>" in entry.group(1) and "the memories it changed" in entry.group(1)
 
 
 def test_redis_down_is_a_503_page_with_the_reason(admin_client, alice, monkeypatch):
