@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from sessions.admin import SessionUserFilter
+from sessions.labels import session_words
 from tenants.admin import (
     ReadOnlyAdmin,
     ScopedTenantFilter,
@@ -57,7 +58,7 @@ class ContextReceiptAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
     def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
         if obj is not None:
             context["receipt"] = receipt_page(receipt=obj)
-            context["subtitle"] = (f"Context for {obj.user} in “{obj.session.title or 'a session'}”, "
+            context["subtitle"] = (f"Context for {obj.user} in {session_words(obj.session)}, "
                                    f"{obj.created_at:%d %b %Y %H:%M:%S}")
         return super().render_change_form(request, context, add, change, form_url, obj)
 
