@@ -14,9 +14,11 @@ import hashlib
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis
+from django.db import transaction
 
 from infra.errors import NotFound, ValidationFailed
 from infra.redis_client import Keys, get_redis
@@ -343,4 +345,38 @@ def buffer_compact(*, tenant_id, user_id, session_id) -> dict | None:
 
 def buffer_delete(*, tenant_id, user_id, session_id) -> bool:
     return bool(get_redis().delete(_ids(tenant_id, user_id, session_id).key))
+
+
+def _working_rewritten(working: dict, rewrite: Callable[[str], str]) -> dict:
+    w = _working(working)
+    subgoals = [{**s, "text": rewrite(s.get("text") or "").strip()} for s in w["subgoals"]]
+    notes = {k: [t for t in (rewrite(str(i)).strip() for i in v) if t] for k, v in w["notes"].items()}
+    tools = [{**t, "args": rewrite(str(t.get("args") or "")).strip(), "outcome": rewrite(str(t.get("outcome") or ""))
+              .strip()} for t in w["tools"]]
+    return {"goal": rewrite(w["goal"]).strip(), "subgoals": [s for s in subgoals if s["text"]], "tools": tools,
+            "notes": notes}
+
+
+def buffer_working_rewrite(*, tenant_id, user_id, rewrite: Callable[[str], str]) -> int:
+    """Rewrite the goal stack, tool ledger and notes kept on each of the user's sessions (words the user took back),
+    then drop the open sessions' buffers: each is rebuilt from the rewritten rows on its next read, and the bridge
+    of a session closed later is written from them. Returns how many sessions changed."""
+    changed = 0
+    with transaction.atomic():
+        rows = Session.objects.for_tenant(tenant_id).select_for_update().filter(user_id=user_id)
+        for s in rows.only("pk", "goal", "working_state", "working_version"):
+            working = s.working_state if isinstance(s.working_state, dict) else {}
+            new = _working_rewritten({**working, "goal": working.get("goal") or s.goal}, rewrite)
+            goal = rewrite(s.goal).strip()
+            if (new, goal) != (_working({**working, "goal": working.get("goal") or s.goal}), s.goal):
+                # The version moves on, so a write from a buffer read before the rewrite cannot put the old words back.
+                rows.filter(pk=s.pk).update(working_state=new, goal=goal, working_version=s.working_version + 1)
+                changed += 1
+    for sid in Session.objects.for_tenant(tenant_id).filter(user_id=user_id, state=Session.State.OPEN) \
+            .values_list("pk", flat=True):
+        try:
+            buffer_delete(tenant_id=tenant_id, user_id=user_id, session_id=sid)
+        except redis.exceptions.RedisError:
+            log.warning("the buffer of session %s could not be dropped; it expires on its own", sid)
+    return changed
 

@@ -1,26 +1,29 @@
 """A memory the user deletes, or asks in words to forget, stays gone from everything derived from its words.
 
-A memory's words live on in what was written from them: the message it came from (shown as a neighbouring or
-recent turn), other memories of that message (the episode beside a fact, a session note), the session's bridge to
-the next one and its summary anchors, and the open sessions' buffers. Forgetting finds the sentences the memory was
-made of and takes them out of each: a row made mostly of them is deleted, any other text loses them.
+A memory's words live on in what was written from them: the message it came from and the turns of its session that
+repeat them (shown as neighbouring or recent turns), other memories of that session (the episode beside a fact, a
+session note), and the user's bridges, summary anchors and sessions' goal stacks, ledgers and notes, from which the
+open buffers and every later bridge are written. Forgetting takes out the statements the memory was made of from each
+of them, a statement at a time (infra/clauses.py): "my favourite colour is green and my favourite food is sushi" loses
+the colour and keeps the food. In a message the forgotten statement leaves "[forgotten]" in its place, so the
+transcript shows that something was taken back; elsewhere it just goes, and a row left with nothing goes with it. A
+request to forget is the user's own message and the trace of what they asked: it is never taken out itself.
+
+Each store is written by its owner: memories by memory.actions, messages by sessions.services, bridges, anchors and
+the working state by context.forgetting; this module decides what is forgotten.
 """
 from __future__ import annotations
 
 import logging
 
-import redis
-from django.db import transaction
-
-from context.buffer import buffer_delete
-from context.models import BridgeSummary, SummaryAnchor
-from infra.sentences import sentences
+from context.forgetting import context_text_rewrite
+from infra.clauses import statements, statements_rewrite
 from infra.support import SUPPORTED_SHARE, content_words, support_share
-from infra.tokens import count_tokens
-from memory.actions import memory_delete, memory_update_text
-from memory.extraction.forget_requests import forget_requests, names_it
+from memory.actions import memory_delete, memory_text_forget
+from memory.extraction.forget_requests import asks_to_forget, forget_requests, names_it
 from memory.models import MemoryRecord, MemoryStatus
-from sessions.models import Message, Session
+from sessions.models import Message
+from sessions.services import message_rows_rewrite
 from tenants.models import EndUser, Tenant
 
 log = logging.getLogger(__name__)
@@ -29,27 +32,53 @@ FORGOTTEN = "[forgotten]"
 _LIVE = (MemoryStatus.ACTIVE, MemoryStatus.PENDING_REVIEW, MemoryStatus.SUPERSEDED)
 
 
-def memory_forget(*, tenant: Tenant, user: EndUser, memory_id, actor_type: str, actor_id: str = "") -> MemoryRecord:
-    """Delete the memory (soft, as memory_delete) and take its words out of everything derived from them."""
-    record = memory_delete(tenant=tenant, user=user, memory_id=memory_id, actor_type=actor_type, actor_id=actor_id)
-    derived_scrub(tenant=tenant, user=user, records=[record], actor_type=actor_type, actor_id=actor_id)
+def memory_forget(*, tenant: Tenant, actor_type: str, actor_id: str = "", memory_id=None,
+                  memory: MemoryRecord | None = None, user: EndUser | None = None) -> MemoryRecord:
+    """Delete the memory (soft, as memory_delete: staff can restore the record) and take its words out of everything
+    derived from them, which no restore brings back."""
+    record = memory_delete(tenant=tenant, user=user, memory_id=memory_id, memory=memory, actor_type=actor_type,
+                           actor_id=actor_id)
+    derived_scrub(tenant=tenant, user=user or record.user, records=[record], forgotten=_words_of(record),
+                  actor_type=actor_type, actor_id=actor_id)
     return record
 
 
 def forget_requests_honour(*, tenant: Tenant, user: EndUser, message: Message) -> int:
-    """The user's message asks to forget something ("please forget my favourite band"): every memory of theirs
-    about it is forgotten, as if they had deleted each. Returns how many were; asking again changes nothing."""
+    """The user's message asks to forget something ("please forget my favourite band"): each memory of theirs that
+    says it loses what it says of it, as if they had deleted that part, and keeps the rest; a memory that says only
+    that is deleted. Returns how many memories changed; asking again changes nothing."""
     asked = forget_requests(message.content) if message.role == "user" else []
     if not asked:
         return 0
     who = user.display_name or ""
-    found = [r for r in MemoryRecord.objects.for_tenant(tenant).filter(user=user, status__in=_LIVE)
-             .exclude(source_message_id=message.pk)
-             if any(names_it(what, r.text, who=who) or (r.subject and names_it(what, r.subject)) for what in asked)]
-    for record in found:
-        memory_delete(tenant=tenant, user=user, memory=record, actor_type="end_user", actor_id=user.external_id)
-    derived_scrub(tenant=tenant, user=user, records=found, actor_type="end_user", actor_id=user.external_id)
-    return len(found)
+
+    def named(statement: str) -> bool:
+        return any(names_it(what, statement, who=who) for what in asked)
+
+    whole, parts, forgotten = [], [], []
+    for record in (MemoryRecord.objects.for_tenant(tenant).filter(user=user, status__in=_LIVE)
+                   .exclude(source_message_id=message.pk)):
+        said = statements(record.text)
+        hits = [s for s in said if named(s)]
+        if hits and len(hits) < len(said):
+            parts.append(record)
+            forgotten += hits
+        elif hits or (record.subject and named(record.subject)):
+            whole.append(record)
+            forgotten += said
+    if not whole and not parts:
+        return 0
+    sources = {mid for r in whole + parts for mid in source_ids(r)}
+    for m in Message.objects.for_tenant(tenant).filter(pk__in=list(sources)):
+        forgotten += [s for s in statements(m.content) if named(s) and s not in forgotten]
+    actor = {"actor_type": "end_user", "actor_id": user.external_id}
+    for record in whole:
+        memory_delete(tenant=tenant, user=user, memory=record, **actor)
+    for record in parts:
+        memory_text_forget(tenant=tenant, user=user, memory=record, note="part forgotten at the user's request",
+                           rewrite=lambda text: statements_rewrite(text, named), **actor)
+    derived_scrub(tenant=tenant, user=user, records=whole + parts, forgotten=forgotten, **actor)
+    return len(whole) + len(parts)
 
 
 def source_ids(record: MemoryRecord) -> set[str]:
@@ -59,68 +88,43 @@ def source_ids(record: MemoryRecord) -> set[str]:
 
 
 def _words_of(record: MemoryRecord) -> list[str]:
-    """The sentences a memory was made of: its own (its speaker's name off), and those of its source messages that
-    it mostly repeats."""
-    own = record.text.split(": ", 1)[1] if record.kind == "event" and ": " in record.text[:80] else record.text
-    out = [s for s in sentences(own) if content_words(s)]
+    """The statements a memory was made of: its own, and those of its source messages that it mostly repeats."""
+    out = [s for s in statements(record.text) if content_words(s)]
     for m in Message.objects.for_tenant(record.tenant_id).filter(pk__in=list(source_ids(record))):
-        out += [s for s in sentences(m.content) if content_words(s) and support_share(s, [record.text]) >= 0.75
+        out += [s for s in statements(m.content) if content_words(s) and support_share(s, [record.text]) >= 0.75
                 and s not in out]
     return out
 
 
-def _says(text: str, forgotten: list[str]) -> bool:
-    """A text that mostly says what is forgotten (a bridge line, a note, an episode of one sentence)."""
-    return bool(content_words(text)) and support_share(text, forgotten) >= SUPPORTED_SHARE \
-        and support_share(" ".join(forgotten), [text]) >= SUPPORTED_SHARE / 2
+def _says(statement: str, forgotten: list[str], *, ignore: tuple[str, ...]) -> bool:
+    """A statement that mostly says what one forgotten statement said (and says a fair part of it)."""
+    if not content_words(statement, ignore=ignore) or asks_to_forget(statement):
+        return False
+    return support_share(statement, forgotten, ignore=ignore) >= SUPPORTED_SHARE and any(
+        support_share(f, [statement], ignore=ignore) >= SUPPORTED_SHARE / 2 for f in forgotten)
 
 
-def _without(text: str, forgotten: list[str]) -> str:
-    kept = [s for s in sentences(text) if not _says(s, forgotten)]
-    return " ".join(kept)
-
-
-def derived_scrub(*, tenant: Tenant, user: EndUser, records: list[MemoryRecord], actor_type: str,
-                  actor_id: str = "") -> None:
-    forgotten = [s for r in records for s in _words_of(r)]
+def derived_scrub(*, tenant: Tenant, user: EndUser, records: list[MemoryRecord], forgotten: list[str],
+                  actor_type: str, actor_id: str = "") -> None:
+    """Take the forgotten statements out of what the records' sessions and the user's context hold."""
     if not forgotten:
         return
+    ignore = tuple((user.display_name or "").split())
+
+    def says(statement: str) -> bool:
+        return _says(statement, forgotten, ignore=ignore)
+
+    def without(text: str) -> str:
+        return statements_rewrite(text, says)
+
     gone = {r.pk for r in records}
     sessions = {r.session_id for r in records if r.session_id}
-    messages = {mid for r in records for mid in source_ids(r)}
-    # Other memories of those messages and sessions: the episode beside a fact, a passage, a session note.
+    # Other memories of those sessions: the episode beside a fact, a passage, a session note.
     for other in MemoryRecord.objects.for_tenant(tenant).filter(user=user, status__in=_LIVE, session_id__in=sessions) \
             .exclude(pk__in=gone):
-        if _says(other.text, forgotten):
-            memory_delete(tenant=tenant, user=user, memory=other, actor_type=actor_type, actor_id=actor_id)
-        elif any(_says(s, forgotten) for s in sentences(other.text)):
-            memory_update_text(tenant=tenant, user=user, memory=other, text=_without(other.text, forgotten),
-                               actor_type=actor_type, actor_id=actor_id)
-    with transaction.atomic():
-        for m in Message.objects.for_tenant(tenant).select_for_update().filter(pk__in=list(messages)):
-            kept = [FORGOTTEN if _says(s, forgotten) else s for s in sentences(m.content)]
-            content = " ".join(kept)
-            if content != m.content:
-                m.content, m.token_count = content, count_tokens(content)
-                m.save(update_fields=["content", "token_count"])
-        user_sessions = Session.objects.for_tenant(tenant).filter(user=user)
-        for bridge in BridgeSummary.objects.for_tenant(tenant).select_for_update().filter(session__in=user_sessions):
-            text, goal = _without(bridge.text, forgotten), _without(bridge.goal, forgotten)
-            details = {k: (_without(v, forgotten) if isinstance(v, str) else
-                           [x for x in v if not (isinstance(x, str) and _says(x, forgotten))] if isinstance(v, list)
-                           else v) for k, v in (bridge.details or {}).items()}
-            if (text, goal, details) != (bridge.text, bridge.goal, bridge.details):
-                bridge.text, bridge.goal, bridge.details = text, goal, details
-                bridge.token_count = count_tokens(text)
-                bridge.save(update_fields=["text", "goal", "details", "token_count"])
-        for anchor in SummaryAnchor.objects.for_tenant(tenant).select_for_update().filter(session__in=user_sessions):
-            text = _without(anchor.text, forgotten)
-            if text != anchor.text:
-                anchor.text, anchor.token_count = text, count_tokens(text)
-                anchor.save(update_fields=["text", "token_count"])
-    # Open sessions' buffers hold the turns and facts as they were: dropped, they are rebuilt from the database.
-    for sid in user_sessions.filter(state=Session.State.OPEN).values_list("pk", flat=True):
-        try:
-            buffer_delete(tenant_id=tenant.pk, user_id=user.pk, session_id=sid)
-        except redis.exceptions.RedisError:
-            log.warning("forget: the buffer of session %s could not be dropped; it expires on its own", sid)
+        if without(other.text) != other.text:
+            memory_text_forget(tenant=tenant, user=user, memory=other, rewrite=without, actor_type=actor_type,
+                               actor_id=actor_id)
+    message_rows_rewrite(tenant=tenant, session_ids=sessions, message_ids={m for r in records for m in source_ids(r)},
+                         rewrite=lambda text: statements_rewrite(text, says, marker=FORGOTTEN))
+    context_text_rewrite(tenant=tenant, user=user, rewrite=without)

@@ -1,20 +1,22 @@
-"""Row writes for sessions and messages: open, close, append, in the database only (`session_row_*`,
+"""Row writes for sessions and messages: open, close, append, rewrite, in the database only (`session_row_*`,
 `message_rows_*`).
 
 Callers use the flows of the same operations, which also do what follows a write in other stores (the buffer,
-links, extraction, the bridge): orchestration/sessions.py `session_open`, `session_close`, and
-orchestration/messages.py `messages_append`. These functions return what they changed so the flows can.
+links, extraction, the bridge): orchestration/sessions.py `session_open`, `session_close`,
+orchestration/messages.py `messages_append`, and orchestration/forgetting.py for `message_rows_rewrite`. These
+functions return what they changed so the flows can.
 """
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Q
 
 from infra import clock
 from infra.errors import Conflict, ValidationFailed
@@ -145,6 +147,22 @@ def message_rows_append(*, tenant: Tenant, session_id, items: list[NewMessage],
         ]
         Message.objects.bulk_create(rows)
     return rows
+
+
+def message_rows_rewrite(*, tenant: Tenant, rewrite: Callable[[str], str], session_ids: Collection = (),
+                         message_ids: Collection = ()) -> list[Message]:
+    """Rewrite the text of stored messages in place (words the user took back), the messages of these sessions and
+    these messages; their token counts follow. Returns the rows that changed."""
+    changed = []
+    scope = Q(session_id__in=list(session_ids)) | Q(pk__in=list(message_ids))
+    with transaction.atomic():
+        for m in Message.objects.for_tenant(tenant).select_for_update().filter(scope).order_by("session_id", "seq"):
+            content = rewrite(m.content)
+            if content != m.content:
+                m.content, m.token_count = content, count_tokens(content)
+                m.save(update_fields=["content", "token_count"])
+                changed.append(m)
+    return changed
 
 
 def _session_seqs_take(*, tenant: Tenant, session_id, count: int, at: datetime) -> Session | None:

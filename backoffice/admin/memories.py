@@ -1,7 +1,7 @@
 """A memory's admin page: filters, provenance links into the sessions it came from, a timeline in words, the turns
-it was given to the model in (orchestration's receipts), and buttons and actions that go through memory.actions, so
-every staff change is in the history with the staff actor and reaches Qdrant. It reads sessions and orchestration,
-so it sits here, above everything it shows."""
+it was given to the model in (orchestration's receipts), and buttons and actions that go through memory.actions (a
+delete through orchestration's forgetting), so every staff change is in the history with the staff actor and reaches
+Qdrant. It reads sessions and orchestration, so it sits here, above everything it shows."""
 from __future__ import annotations
 
 from django import forms
@@ -21,6 +21,7 @@ from memory.extraction.candidate import subject_normalize
 from memory.models import MemoryEvent, MemoryRecord, MemoryStatus
 from memory.overview import memory_origin
 from memory.timeline import memory_timeline
+from orchestration.forgetting import memory_forget
 from orchestration.models import ContextReceipt
 from orchestration.receipts import memory_receipt_usage
 from tenants.admin import (
@@ -79,12 +80,13 @@ class MemoryRecordForm(forms.ModelForm):
             raise forms.ValidationError(exc.message)
 
 
-# The buttons on a memory's page: POST name -> (service, past tense, the statuses it applies to).
+# The buttons on a memory's page: POST name -> (service, past tense, the statuses it applies to). Delete is
+# forgetting's: the row stays restorable, but its words leave the messages, notes, bridges and goals made of them.
 PAGE_CONTROLS = {
     "_approve": (memory_actions.memory_approve, "approved", (MemoryStatus.PENDING_REVIEW,)),
     "_reject": (memory_actions.memory_reject, "rejected", (MemoryStatus.PENDING_REVIEW,)),
     "_expire": (memory_actions.memory_expire, "expired", (MemoryStatus.ACTIVE, MemoryStatus.PENDING_REVIEW)),
-    "_delete_memory": (memory_actions.memory_delete, "deleted",
+    "_delete_memory": (memory_forget, "deleted",
                        (MemoryStatus.ACTIVE, MemoryStatus.PENDING_REVIEW, MemoryStatus.SUPERSEDED,
                         MemoryStatus.EXPIRED)),
     "_restore": (memory_actions.memory_restore, "restored", (MemoryStatus.DELETED, MemoryStatus.EXPIRED)),
@@ -268,7 +270,7 @@ class MemoryRecordAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
 
     @admin.action(description="Delete selected (restorable until forgotten)", permissions=["change"])
     def delete_memories(self, request, queryset):
-        self._apply(request, queryset, memory_actions.memory_delete, "deleted")
+        self._apply(request, queryset, memory_forget, "deleted")
 
     @admin.action(description="Restore selected (deleted, rejected or expired)", permissions=["change"])
     def restore(self, request, queryset):

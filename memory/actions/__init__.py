@@ -52,6 +52,7 @@ from .review import (
     memory_expire,
     memory_reject,
     memory_restore,
+    memory_text_forget,
     memory_update_text,
 )
 
@@ -93,6 +94,7 @@ __all__ = [
     "memory_supersede",
     "memory_text_clean",
     "memory_ttl_days",
+    "memory_text_forget",
     "memory_update_text",
     "memory_vectors_enqueue",
     "note_line_id",

@@ -5,6 +5,7 @@ restore, approve, reject, expire, and the access counts of what retrieval return
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -103,6 +104,64 @@ def memory_update_text(
             after=memory_snapshot(record),
             note="; ".join(notes),
         )
+        memory_vectors_enqueue([record])
+    return record
+
+
+FORGOTTEN = "[forgotten]"
+
+
+def _snapshot_rewritten(snapshot, rewrite: Callable[[str], str]):
+    """A history snapshot with the forgotten words out of its text; its subject and value stay only while the
+    rewritten text still says them."""
+    if not isinstance(snapshot, dict) or not snapshot.get("text"):
+        return snapshot
+    text = rewrite(snapshot["text"]).strip() or FORGOTTEN
+    out = {**snapshot, "text": text}
+    for key in ("subject", "value"):
+        if out.get(key) and out[key].lower() not in text.lower():
+            out[key] = FORGOTTEN
+    return out
+
+
+def memory_text_forget(
+    *,
+    tenant: Tenant,
+    rewrite: Callable[[str], str],
+    actor_type: str,
+    actor_id: str = "",
+    note: str = "part forgotten",
+    memory_id=None,
+    memory: MemoryRecord | None = None,
+    user: EndUser | None = None,
+) -> MemoryRecord:
+    """Take part of what a memory says back: its text becomes rewrite(text), and its history loses the same words
+    (an edit keeps the old text in its history; a forgotten statement must not stay readable there). A memory left
+    with nothing is deleted. Nothing changed writes nothing."""
+    with transaction.atomic():
+        record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
+        if record.status == Status.DELETED:
+            return record
+        text = rewrite(record.text).strip()
+        if text == record.text:
+            return record
+        if not text:
+            return _transition(record, to=Status.DELETED, action=Action.DELETED, actor_type=actor_type,
+                               actor_id=actor_id, note=note)
+        text = memory_text_clean(text)
+        for event in MemoryEvent.objects.for_tenant(tenant).filter(memory_uuid=record.pk):
+            before, after = _snapshot_rewritten(event.before, rewrite), _snapshot_rewritten(event.after, rewrite)
+            if (before, after) != (event.before, event.after):
+                event.before, event.after = before, after
+                event.save(update_fields=["before", "after"])
+        before = _snapshot_rewritten(memory_snapshot(record), rewrite)
+        who = (record.user.display_name or "").strip() or "The user"
+        record.subject, record.value = slot_after_edit(text=text, kind=record.kind, who=who, subject=record.subject,
+                                                       value=record.value)
+        record.text, record.content_hash = text, content_hash_for(text)
+        record.save(update_fields=["text", "content_hash", "subject", "value", "updated_at"])
+        memory_history_write(record=record, action=Action.UPDATED, actor_type=actor_type, actor_id=actor_id,
+                             before=before, after=memory_snapshot(record), note=note)
         memory_vectors_enqueue([record])
     return record
 

@@ -31,6 +31,16 @@ def is_forget_request(sentence: str) -> bool:
     return bool(forget_requests(sentence))
 
 
+_REPORTED = re.compile(
+    r"\b(?:asked|asks|wants|wanted|would\s+like)\b[^.!?]{0,40}?\bto\s+(?:forget|stop\s+remembering)\b", re.I)
+
+
+def asks_to_forget(statement: str) -> bool:
+    """A request to forget, or a line that reports one ("The user asked me to forget their favourite band"): what
+    forgetting leaves of the request itself, never to be taken out with what it named."""
+    return is_forget_request(statement) or bool(_REPORTED.search(statement or ""))
+
+
 def names_it(what: str, text: str, *, who: str = "") -> bool:
     """Whether a memory's text is about what the request names: every content word of the request is in it."""
     wanted = content_words(what, ignore=tuple(who.split()))
