@@ -94,7 +94,11 @@ from bench.scoring import (  # noqa: E402
 
 PRODUCT_DATASET = REPO / "bench" / "data" / "product-dev.json"
 BEAM_DATASET = REPO.parent / "shared" / "bench" / "beam-dev.json"
-SETS = {"locomo": "two-users", "product": "assistant", "beam": "assistant"}  # each set's import shape
+# Conversations written for this project and never tuned on (bench/data/HELDOUT.md): they confirm a change.
+HELDOUT_DATASETS = {"pairs": REPO / "bench" / "data" / "heldout-pairs.json",
+                    "project": REPO / "bench" / "data" / "heldout-project.json"}
+SETS = {"locomo": "two-users", "product": "assistant", "beam": "assistant",  # each set's import shape
+        "pairs": "two-users", "project": "assistant"}
 DEFAULT_CACHE = Path.home() / ".cache" / "continuum" / "answers-cache.sqlite3"
 CONDITIONS = ("continuum", "dense_baseline", "oracle")
 LABELS = {"continuum": "continuum", "dense_baseline": "dense baseline", "oracle": "oracle (evidence turns)"}
@@ -259,6 +263,35 @@ def reader_answer(*, reader, cache: AnswerCache, model: str, context: str, quest
     return answer, seconds, False
 
 
+_KIND_MARK = re.compile(r"^- \[([a-z]+)")
+
+
+def lines_by_kind(context: str) -> dict[str, int]:
+    """What a context holds, line by line: standing-profile entries, whole or trimmed turns, typed lines by their kind
+    ("[preference] ..."), session-note lines and neighbouring turns shown under a hit ("  context: ...")."""
+    counts: dict[str, int] = {}
+    in_profile = False
+    for line in context.splitlines():
+        if line.startswith("Standing profile"):
+            in_profile = True
+            continue
+        if line.startswith("  context:"):
+            kind = "neighbour"
+        elif not line.startswith("- "):
+            in_profile = False
+            continue
+        elif in_profile:
+            kind = "profile"
+        else:
+            m = _KIND_MARK.match(line)
+            kind = m.group(1) if m and m.group(1) in _TYPED else "turn"
+        counts[kind] = counts.get(kind, 0) + 1
+    return counts
+
+
+_TYPED = frozenset({"preference", "fact", "goal", "procedure", "note"})
+
+
 def is_task_probe(question: str) -> bool:
     """A product-set standing question that is a task the instruction governs, not a question about it."""
     return any(p.match(question) for p in _TASK_PATTERNS)
@@ -341,7 +374,8 @@ def _run_set(name: str, args, reader, model_of, workdir: Path, cache: AnswerCach
     from infra.embedder import get_embedder
     from infra.tokens import count_tokens
 
-    path = Path({"locomo": args.locomo_dataset, "product": args.product_dataset, "beam": args.beam_dataset}[name])
+    path = Path({"locomo": args.locomo_dataset, "product": args.product_dataset, "beam": args.beam_dataset,
+                 **HELDOUT_DATASETS}[name])
     data = json.loads(path.read_text())
     if args.conversations:
         data = data[: args.conversations]
@@ -381,6 +415,7 @@ def _run_set(name: str, args, reader, model_of, workdir: Path, cache: AnswerCach
                               "em": exact_match(answer, gold), "unsupported": bool(missing),
                               "unsupported_words": missing, "gold_share": gold_content_share(gold, context),
                               "tokens": count_tokens(context) if context else 0, "seconds": seconds,
+                              "lines": lines_by_kind(context),
                               "cached": cached}
         row["contexts"] = contexts  # what the reader saw: kept in --json for reading the answers against
         rows.append(row)
@@ -394,6 +429,8 @@ def _run_set(name: str, args, reader, model_of, workdir: Path, cache: AnswerCach
                     "unsupported": round(statistics.mean(r[c]["unsupported"] for r in subset), 3),
                     "gold_content_share": _rounded(mean_of(r[c]["gold_share"] for r in subset)),
                     "context_tokens_mean": round(statistics.mean(r[c]["tokens"] for r in subset), 1),
+                    "lines_mean": {k: round(sum(r[c]["lines"].get(k, 0) for r in subset) / len(subset), 1)
+                                   for k in sorted({k for r in subset for k in r[c]["lines"]})},
                     "reader_seconds_mean": round(statistics.mean(r[c]["seconds"] for r in subset), 2)}
                 for c in CONDITIONS} if subset else {}
 
@@ -451,6 +488,9 @@ def _print(r: dict) -> None:
         f = r[c]
         print(f"{LABELS[c]:26}{f['token_f1']:>10.3f}{f['exact_match']:>8.3f}{f['unsupported']:>13.3f}"
               f"{shown(f['gold_content_share']):>12}{f['context_tokens_mean']:>9.1f}{f['reader_seconds_mean']:>12.2f}")
+    for c in CONDITIONS:
+        print(f"  lines per context, {LABELS[c]}: " +
+              (", ".join(f"{k} {v}" for k, v in r[c]["lines_mean"].items()) or "none"))
     q = r["ratios"]
     print(f"F1 continuum/oracle {shown(q['f1_continuum_over_oracle'])}, "
           f"F1 continuum/dense {shown(q['f1_continuum_over_dense'])}; "

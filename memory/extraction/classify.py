@@ -16,6 +16,7 @@ wow whoa woah oh ooh ah aw aww yay hooray haha hahaha hehe lol lmao omg gosh gee
 thanks thank thx ty cheers appreciate appreciated it much lot tons bunch
 ok okay k kk sure yes yeah yep yup yea no nope nah alright right true exactly indeed agreed agree totally
 fine got gotcha understood noted will do done
+thing things luck day have has had could can help enjoy fun same pleasure anytime course takes guts
 bye goodbye later soon see ya you take care talk catch chat meet again
 glad happy hear heard to for from with of at in on about that that's thats this it's its is was be been
 sounds sound looks look seems seem feel feels
@@ -73,6 +74,19 @@ def informative_text(text: str) -> str:
         out.append(text[a:b].strip() if previous_end is None else text[a:b].rstrip())
         previous_end = b
     return "".join(out).strip()
+
+
+_SPEAKER = re.compile(r"^[^:\n]{1,40}:\s")
+
+
+def is_phatic(text: str, *, names=()) -> bool:
+    """A turn that only greets, thanks, praises, agrees or says goodbye, with the names of the people in it (its
+    speaker's label, the person spoken to) taken out: "Maria: Take care, John!". It answers no question, and a question
+    that names those people would otherwise find it by the names alone."""
+    body = _SPEAKER.sub("", text or "", count=1)
+    for name in sorted({n.strip() for n in names if n and n.strip()}, key=len, reverse=True):
+        body = re.sub(rf"(?<!\w){re.escape(name)}(?:['’]s)?(?!\w)", " ", body, flags=re.I)
+    return not informative_text(body)
 
 
 # Only what the user says is remembered about them; what the assistant said is kept as episodic context (what was

@@ -67,6 +67,30 @@ _NOT_HABITS = frozenset("""feel felt think thought wonder wondered wish wished w
 remember remembered believe believed hope hoped mean meant expect expected imagined imagine guess""".split())
 
 
+# A distilled line is read without the turn it came from, so it must say what it means on its own. Words that point
+# outside the sentence (a pronoun for something said before, the person spoken to) leave a line that reads as nonsense
+# ("Ann loves the thought.", "Ann doesn't want her kids to go through that."): such a statement is kept as the turn
+# itself, never as a typed line.
+_POINTING = frozenset("""it that this these those them they he she him her hers his their theirs there one ones
+something anything everything nothing someone somebody""".split())
+_SPOKEN_TO = frozenset("you your yours yourself y'all ya".split())
+_TRAILING = frozenset("too also either again anymore more much lot so as well now though all".split())
+_REACTION = re.compile(r"^(?:the\s+(?:thought|idea|sound|way|fact|feeling)|to\s+(?:hear|see|know|read)|hearing|"
+                       r"seeing|knowing|reading|how|what|when|where|why|who|which|whatever)\b", re.I)
+
+
+def _dangling(phrase: str) -> bool:
+    """Whether a statement's object leans on words outside its sentence: it opens or ends with a pointing word, names
+    the person spoken to, or is a reaction ("the thought of ...", "to hear that")."""
+    words = [w.lower().replace("’", "'") for w in re.findall(r"[\w'’]+", phrase)]
+    while words and words[-1] in _TRAILING:
+        words.pop()
+    if not words:
+        return True
+    return (words[0] in _POINTING or words[-1] in _POINTING or any(w in _SPOKEN_TO for w in words)
+            or bool(_REACTION.match(phrase.strip())))
+
+
 def _stated(sentence: str) -> bool:
     return not sentence.rstrip().endswith("?") and not _NOT_STATED.match(sentence)
 
@@ -315,7 +339,8 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             words = x.lower().split()
             if (not y or first in _MOOD or first in _VERDICT or first in ("not", "no", "never")
                     or x.lower() in _NOT_SUBJECTS or x.lower() == "name" or len(words) > 4
-                    or any(w in _CLAUSE_WORDS for w in words) or not _opens_with(sentence, m.start())):
+                    or any(w in _CLAUSE_WORDS or w in _POINTING for w in words) or _dangling(y)
+                    or not _opens_with(sentence, m.start())):
                 continue
             add(Candidate("fact", f"{_possessive(who)} {x} is {_first_to_third(y, who)}.", subject=subject_normalize(x),
                           value=y, confidence=0.9, importance=0.7))
@@ -344,7 +369,7 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             obj = _object(m.group("obj"))
             # "I'd love to!", "I love that": a liking of nothing nameable is a reaction, not a preference (the turn
             # itself is kept as an event, with the words it reacts to around it).
-            if len(obj.split()) > 14 or not content_words(obj):
+            if len(obj.split()) > 14 or not content_words(obj) or _dangling(obj):
                 continue
             verb = m.group("verb")
             c = Candidate("preference", f"{who} {_third_person(verb)} {_first_to_third(obj, who)}.",
@@ -358,7 +383,8 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             add(c)
         for m in _RX_HABIT.finditer(sentence) if stated else ():
             obj = _object(m.group("obj"))
-            if len(obj.split()) > 14 or len(obj.split()) < 2 or obj.split()[0].lower() in _NOT_HABITS:
+            if (len(obj.split()) > 14 or len(obj.split()) < 2 or obj.split()[0].lower() in _NOT_HABITS
+                    or _dangling(obj)):
                 continue
             freq = m.group("freq").lower()
             add(_habit(who, freq, obj, confidence=0.8))
@@ -370,7 +396,7 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
                           value="negative", confidence=0.75, importance=0.7))
         for m in _RX_ELIDED_HABIT.finditer(sentence) if stated else ():
             obj = _object(m.group("obj"))
-            if len(obj.split()) > 14:
+            if len(obj.split()) > 14 or _dangling(obj):
                 continue
             freq = m.group("freq").lower()
             add(_habit(who, freq, obj, confidence=0.75))
@@ -378,6 +404,7 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             goal = _object(m.group("g"))
             verb = m.group("verb").lower().replace("'m ", "").replace("am ", "")
             if (len(goal.split()) < 2 or len(goal.split()) > 18 or not _opens_with(sentence, m.start())
+                    or _dangling(goal)
                     or _META_GOAL.match(goal if verb in ("need", "want") else f"to {goal}")):
                 continue
             verb = {"wanna": "want to", "'d like to": "would like to", "need": "needs", "want": "wants"}.get(verb, verb)

@@ -26,8 +26,20 @@ def test_a_liking_of_nothing_nameable_is_not_a_preference(alice, alice_user):
                                      ("user", "I love live music and I love it when my kids dance.")])
     prefs = set(MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, kind="preference")
                 .values_list("text", flat=True))
-    # "it so much" still names something (how much), so it stays a liking; "to" and "that" alone do not.
-    assert prefs == {"Ada loves it so much.", "Ada loves live music."}, prefs
+    # "to", "that" and "it so much" name nothing the line can say without the turn around it.
+    assert prefs == {"Ada loves live music."}, prefs
+
+
+def test_a_typed_line_says_what_it_means_without_its_turn(alice, alice_user):
+    """A statement whose object points outside its sentence (a pronoun for what was said before, the person spoken
+    to, a reaction) stays an event; a typed line is written only where it reads on its own."""
+    record_turns(alice, alice_user, [
+        ("user", "I love the thought of you painting again. I don't want my kids to go through that."),
+        ("user", "I like that it needs my mechanical skills. I want my kids to learn that too."),
+        ("user", "I love your new haircut. I prefer trains that leave before nine. I want to learn how to sail.")])
+    typed = set(MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, kind__in=["preference", "goal"])
+                .values_list("text", flat=True))
+    assert typed == {"Ada prefers trains that leave before nine.", "Ada wants to learn how to sail."}, typed
 
 
 def test_extracted_facts_join_the_open_session_buffer(alice, alice_user):
