@@ -7,6 +7,7 @@ from django.contrib import admin
 from django.db.models import Count
 from django.db.models.fields.json import KT
 
+from infra.labels import label_cut
 from tenants.admin import user_short
 
 from .models import MemoryStatus
@@ -73,7 +74,7 @@ class LayerFilter(admin.SimpleListFilter):
 
 
 def memory_text_short(text: str, limit: int = 90) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return label_cut(text, limit)
 
 
 class UserColumn:

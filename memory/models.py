@@ -6,6 +6,7 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
+from infra.labels import label_cut
 from tenants.scoping import TenantManager
 
 
@@ -88,7 +89,18 @@ class MemoryRecord(models.Model):
         indexes = [models.Index(fields=["tenant", "user", "status", "kind"])]
 
     def __str__(self):
-        return f"{self.kind}: {self.text[:60]}"
+        return f"{self.kind}: {label_cut(self.text, 60)}"  # a page's title: cut at a word edge, with an ellipsis
+
+    REJECTED_WORDS = "rejected"
+
+    @property
+    def status_words(self) -> str:
+        """The status as a reviewer reads it: a deleted memory whose removal was a review's rejection reads
+        "rejected" (a rejection sets the status a deletion does). Known where the query annotated `removed_by`
+        (memory.overview.with_removal); otherwise the status as stored."""
+        if self.status == MemoryStatus.DELETED and getattr(self, "removed_by", None) == MemoryEvent.Action.REJECTED:
+            return self.REJECTED_WORDS
+        return self.status
 
 
 class MemoryEvent(models.Model):
@@ -131,7 +143,7 @@ class MemoryEvent(models.Model):
 
     def __str__(self):
         what = self.memory.text if self.memory_id is not None and self.memory else str(self.memory_uuid)[:8]
-        what = what if len(what) <= 60 else what[:59] + "…"
+        what = label_cut(what, 60)
         return f"{self.action} · {what} · {self.created_at:%Y-%m-%d %H:%M}"
 
 
@@ -157,6 +169,7 @@ class VectorOutbox(models.Model):
 
     class Meta:
         ordering = ["id"]
+        verbose_name_plural = "vector outbox"  # not "vector outboxs"
 
 
 class JobRun(models.Model):

@@ -10,12 +10,12 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.fields.json import KT
 
 from tenants.models import EndUser, Tenant
 
-from .models import MemoryKind, MemoryRecord, MemoryStatus, SourceType
+from .models import MemoryEvent, MemoryKind, MemoryRecord, MemoryStatus, SourceType
 from .subjects import subject_label
 
 # Who a memory's words come from, as a reviewer asks it ("said by").
@@ -32,6 +32,25 @@ _GROUP_ORDER = {MemoryKind.PROCEDURE: 0, MemoryKind.PREFERENCE: 1, MemoryKind.FA
 
 def said_by(source_type: str) -> str:
     return SAID_BY.get(source_type, source_type)
+
+
+_REMOVALS = (MemoryEvent.Action.REJECTED, MemoryEvent.Action.DELETED, MemoryEvent.Action.RESTORED)
+
+
+def with_removal(queryset: QuerySet) -> QuerySet:
+    """The memories, each with `removed_by`: the action of its last rejection, deletion or restore, so a deleted row
+    tells a review's rejection from a deletion (MemoryRecord.status_words). A subquery a row, no query more."""
+    # Correlated with the outer row, its tenant included: the outer queryset is the tenant-scoped one.
+    last = (MemoryEvent.objects.unscoped().filter(tenant=OuterRef("tenant"), memory_uuid=OuterRef("pk"),
+                                                  action__in=_REMOVALS)
+            .order_by("-created_at", "-id").values("action")[:1])
+    return queryset.annotate(removed_by=Subquery(last))
+
+
+def status_label(record: MemoryRecord) -> str:
+    """A list's status cell: "Rejected" apart from "Deleted", the other statuses as the model names them."""
+    words = record.status_words
+    return "Rejected" if words == MemoryRecord.REJECTED_WORDS else record.get_status_display()
 
 
 def memory_origin(*, extractor: str, created_by: str = "") -> str:
@@ -186,9 +205,9 @@ def memories_from_messages(*, tenant: Tenant, user: EndUser, message_ids: list, 
     cond = Q(source_message_id__in=list(wanted))
     if since is not None:  # only a reinforced (or absorbing) memory lists more than the message it came from
         cond |= Q(updated_at__gte=since, reinforcement_count__gt=0)
-    rows = (MemoryRecord.objects.for_tenant(tenant).filter(cond, user=user)
-            .only("id", "kind", "text", "status", "source_type", "confidence", "source_message_id",
-                  "source_message_ids", "created_at")
+    rows = (with_removal(MemoryRecord.objects.for_tenant(tenant).filter(cond, user=user)
+                         .only("id", "kind", "text", "status", "source_type", "confidence", "source_message_id",
+                               "source_message_ids", "created_at"))
             .order_by("created_at", "id")[:limit])
     drawn: dict[str, list[MemoryRecord]] = defaultdict(list)
     for record in rows:

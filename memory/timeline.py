@@ -36,6 +36,9 @@ _CREATED = {
     "system": "Created by the system",
 }
 
+# A creation's actor that says who wrote the memory (memory.overview.memory_origin words it for the review queue).
+_WRITTEN_BY = {"mcp": "Written by the client's model through MCP remember"}
+
 
 @dataclass
 class TimelineEntry:
@@ -88,7 +91,9 @@ def event_sentence(event: MemoryEvent, *, source_type: str = "") -> str:
     after = event.after if isinstance(event.after, dict) else {}
     action = event.action
     if action == Action.CREATED:
-        words = _CREATED.get(source_type, "Created")
+        # Who wrote it, where the event knows better than the source type: an MCP client's remember call is stored as
+        # inferred (the model's words, not the user's), but nothing was inferred from what the user said.
+        words = _WRITTEN_BY.get(event.actor_id or "") or _CREATED.get(source_type, "Created")
         if note.startswith("supersedes"):
             return f"{words}, replacing"
         return words

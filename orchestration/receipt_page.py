@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from context.models import BridgeSummary, SessionLink
 from memory.models import MemoryRecord
+from memory.overview import with_removal
 from sessions.labels import session_words
 from sessions.models import Message, Session
 
@@ -121,7 +122,7 @@ def receipt_page(*, receipt: ContextReceipt) -> ReceiptPage:
         sections.append(SectionRow(name="framing", words=FRAMING, tokens=framing, share=framing / total))
     items = list(ContextReceiptItem.objects.for_tenant(tenant).filter(receipt=receipt)
                  .order_by("-included", "-section", "rank"))
-    memories = MemoryRecord.objects.for_tenant(tenant).only("id", "status", "text", "kind").in_bulk(
+    memories = with_removal(MemoryRecord.objects.for_tenant(tenant).only("id", "status", "text", "kind")).in_bulk(
         list({i.memory_uuid for i in items}))
     wanted = {str(s) for i in items for s in (i.source_message_ids or [])[:SOURCES_SHOWN]}
     messages = {str(k): m for k, m in Message.objects.for_tenant(tenant).select_related("session")

@@ -19,7 +19,7 @@ from memory.admin_columns import ConfidenceFilter, LayerFilter, MemoryColumns, m
 from memory.admin_review import controls_apply
 from memory.extraction.candidate import subject_normalize
 from memory.models import MemoryEvent, MemoryRecord, MemoryStatus
-from memory.overview import memory_origin
+from memory.overview import memory_origin, status_label, with_removal
 from memory.timeline import memory_timeline
 from orchestration.forgetting import memory_forget
 from orchestration.models import ContextReceipt
@@ -97,7 +97,8 @@ PAGE_CONTROLS = {
 class MemoryRecordAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMixin, admin.ModelAdmin):
     form = MemoryRecordForm
     # The tenant is a filter here, not a column: with it the dates fell off a 1,400-pixel screen.
-    list_display = ("short_text", "kind", "status", "said_by", "confidence", "user_column", "created", "expires")
+    list_display = ("short_text", "kind", "status_shown", "said_by", "confidence", "user_column", "created",
+                    "expires")
     list_filter = (LayerFilter, ScopedTenantFilter, UserFilter, "kind", "status", "source_type", ConfidenceFilter,
                    ExpiredFilter)
     search_fields = ("text", "subject", "value", "user__external_id", "user__display_name")
@@ -108,7 +109,7 @@ class MemoryRecordAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
     object_history_template = "admin/memory/memoryrecord/object_history.html"
     # The text and its slot first (the buttons sit above them), then where it came from and what happened to it.
     fieldsets = (
-        (None, {"fields": ("text", "subject", "value", "kind", "status", "said_by", "tenant", "user_link")}),
+        (None, {"fields": ("text", "subject", "value", "kind", "status_shown", "said_by", "tenant", "user_link")}),
         ("Provenance", {"fields": ("source_type", "provenance", "source_messages", "extractor",
                                    "extractor_version", "created_at")}),
         ("Timeline", {"fields": ("timeline",)}),
@@ -118,12 +119,20 @@ class MemoryRecordAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
                                   "expires_at", "last_accessed_at", "access_count", "reinforcement_count",
                                   "status_changed_at", "superseded_by_link", "superseded_list", "updated_at")}),
     )
-    readonly_fields = ("kind", "status", "said_by", "tenant", "user_link", "timeline",
+    readonly_fields = ("kind", "status_shown", "said_by", "tenant", "user_link", "timeline",
                        "source_type", "provenance", "source_messages", "extractor", "extractor_version",
                        "created_at", "learned_at", "valid_from", "valid_to", "receipts", "confidence", "importance",
                        "expires_at", "last_accessed_at", "access_count", "reinforcement_count", "status_changed_at",
                        "superseded_by_link", "superseded_list", "updated_at")
     actions = ["approve", "reject", "expire", "delete_memories", "restore"]
+
+    def get_queryset(self, request):
+        return with_removal(super().get_queryset(request))
+
+    @admin.display(description="status", ordering="status")
+    def status_shown(self, obj):
+        """A review's rejection and a deletion set the same status: the list and the page tell them apart."""
+        return format_html('<span class="memory-status status-{}">{}</span>', obj.status_words, status_label(obj))
 
     @admin.display(description="text", ordering="text")
     def short_text(self, obj):

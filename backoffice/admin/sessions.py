@@ -12,6 +12,7 @@ from django.utils.html import format_html
 from assistant.tools import outcome_summary
 from context.bridge_support import bridge_support
 from context.models import SessionLink, SummaryAnchor
+from infra.labels import label_cut
 from orchestration.sessions import session_close
 from orchestration.transcript import transcript_memories, transcript_select
 from sessions.admin import SessionUserFilter
@@ -37,7 +38,7 @@ SESSION_ORDER = ("-opened_at", "-last_activity_at", "-message_seq", "id")
 
 def session_heading(session) -> str:
     """ "Flights to Boston — Dana, 5 Dec 2026 20:31": a session in words."""
-    name = session.title or (session.goal[:80] + ("…" if len(session.goal) > 80 else "")) or "Untitled session"
+    name = label_cut(session.title or session.goal, 80) or "Untitled session"
     return f"{name} — {session.user}, {session.opened_at:%d %b %Y %H:%M}"
 MessageUserFilter = user_filter("session__user", ("chat_sessions", "session", "user"))
 
@@ -209,9 +210,18 @@ class MessageAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdmin):
     search_fields = ("content", "external_id")
     list_select_related = ("session", "session__user", "tenant")
     list_per_page = 50
-    fields = readonly_fields = ("id", "tenant", "session_link", "seq", "role", "content", "calls", "name",
+    fields = readonly_fields = ("id", "tenant", "session_link", "seq", "role", "text", "calls", "name",
                                 "external_id", "created_at", "token_count", "tool_call_id", "extracted_at",
                                 "memories_drawn")
+
+    @admin.display(description="content")
+    def text(self, obj):
+        """The message as written: a read-only text field is rendered with <br>s, which drops a line's leading
+        spaces (code lost its indentation); the session's transcript keeps them too."""
+        if not obj.content:
+            return "—"
+        return format_html('<pre class="message-content" style="white-space:pre-wrap;word-break:break-word;'
+                           'margin:0;font-family:inherit">{}</pre>', obj.content)
 
     @admin.display(description="content")
     def short_content(self, obj):
@@ -219,7 +229,7 @@ class MessageAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdmin):
             names = ", ".join(str((c.get("function") or {}).get("name")) for c in obj.tool_calls
                               if isinstance(c, dict))
             return f"(called {names})"
-        return wide_text(obj.content if len(obj.content) <= 100 else obj.content[:99] + "…")
+        return wide_text(label_cut(obj.content, 100))
 
     @admin.display(description="tool calls")
     def calls(self, obj):
