@@ -3,7 +3,8 @@ GET /v1/models and /v1/models/{id}.
 
 Plain async Django views rather than DRF, because this surface speaks OpenAI's error shape and streams under ASGI.
 The turn runs on one of ASSISTANT_TURN_THREADS threads (a burst beyond them queues); a client that disconnects
-cancels the stream, which stops the model.
+cancels the stream, which stops the model. A chat UI's background task (chat_tasks.py: a title, tags, follow-ups) is
+answered on threads of its own and touches no user, session or memory.
 """
 from __future__ import annotations
 
