@@ -1,8 +1,20 @@
-"""Secrets never become memories: credentials, tokens, card numbers and bank accounts are cut out of text first."""
+"""Secrets never become memories: credentials, tokens, card numbers and bank accounts are cut out of text first.
+
+Precision matters as much as recall: the filter rewrites stored messages for good, and users paste code. A value is
+cut when its shape proves it (a vendor's key format, a private key block, a card number that passes Luhn, an IBAN that
+passes its checksum), or when a label names it a secret ("password", "api_key", "token", "PIN") and the value is a
+literal that looks like one. An expression (`request.form["password"]`, `jwt.encode(...)`, `process.env.TOKEN`), a
+template (`{{ password }}`, `${TOKEN}`, `<password>`), a placeholder (`your_secret_key`, `password123`,
+`AKIAIOSFODNN7EXAMPLE`) or a heading word ("Secure Password Storage") is never cut. bench/secrets.py measures both
+sides on the repository's corpus (tests/infra/secrets_corpus.py) and on real project chats.
+"""
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import re
+import string
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -21,59 +33,32 @@ class Redaction:
         return bool(self.kinds)
 
 
-# Vendor formats: the shape alone is proof enough.
-_PATTERNS: list[tuple[str, re.Pattern]] = [
-    ("private_key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY"
-                               r"(?: BLOCK)?-----|\Z)", re.S)),
-    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
-    ("api_key", re.compile(r"\b(?:sk|pk|rk)-(?:proj-|ant-|live-|test-)?[A-Za-z0-9_-]{16,}")),
-    ("api_key", re.compile(r"\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
-    ("aws_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[A-Z0-9]{16}\b")),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
-    ("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{30,}")),
-    ("bearer_token", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{16,}")),
-    ("url_credentials", re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:[^\s@/]+@[^\s]+", re.I)),
-    ("ssn", re.compile(r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b")),
-]
+# --- what a value must not be ----------------------------------------------------------------------------------------
 
-# "password is X", "my pin: 1234", "api key = abc": the label says the value is secret, whatever it looks like.
-_LABELLED = re.compile(
-    r"(?ix)\b(?P<label>password|passphrase|passcode|passwd|pwd|pin(?:\s*code)?|api[\s_-]?key|secret[\s_-]?key|"
-    r"access[\s_-]?token|auth(?:entication)?[\s_-]?token|refresh[\s_-]?token|client[\s_-]?secret|token|secret|"
-    r"cvv|cvc|security\s+code|2fa\s+code|otp|one[\s-]time\s+code|recovery\s+code|seed\s+phrase)"
-    r"(?P<sep>\s*(?:(?P<marker>is|was|=|:|->)\s*)?(?:now\s+|set\s+to\s+|still\s+)?[\"'`]?)"
-    r"(?P<value>[^\s\"'`,;]{3,})")
-# Weak labels ("token", "secret") name a credential only when the value looks like one.
-_WEAK_LABELS = frozenset({"token", "secret"})
-# A labelled value that is an everyday word is a sentence about passwords, not a password ("my password is weak").
-_NOT_A_VALUE = frozenset("""
-a an the my your our his her their its this that it is was be been being not never always too very so
-weak strong long short expired wrong incorrect correct reset changed same different new old secure safe
-required needed missing forgotten lost stolen hard easy simple complicated there here for to of in on
-out gone up down off over still now just also really somewhere written saved stored manager protected
-and or but with without from by at as if when because which who what where how why yesterday today tomorrow
+# Written where a real value would go, in docs, examples and templates: never a secret, whatever its shape.
+_PLACEHOLDER_MARK = re.compile(r"(?i)example|placeholder|your|xxxx|change[_-]?me|redacted|(.)\1{5}|\.\.\.|…")
+# A labelled value containing one of these words is a dummy ("your_jwt_secret", "securePassword123", "test1234").
+_PLACEHOLDER_WORDS = re.compile(r"(?i)sample|dummy|passw|secret|token|test|fake|mock|default|demo|todo|fixme|insert|"
+                                r"replace|qwerty|letmein|changeit")
+# ... or, for a value that does not look random, one of these as a whole word part ("my-app-key", "admin123").
+_PLACEHOLDER_PARTS = frozenset("""
+my key pass pwd pw foo bar baz qux abc admin root user guest dev local localhost app api none null nil undefined
+true false str string env var value here new old some random super strong secure insecure unsafe temp tmp hello
+world welcome
 """.split())
+# Values published as examples, in countless tutorials: jwt.io's token signature, pyotp's TOTP secret.
+_PUBLIC_EXAMPLES = ("SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c", "JBSWY3DPEHPK3PXP")
 
-
-def _looks_like_credential(value: str) -> bool:
-    return len(value) >= 6 and (bool(re.search(r"\d", value)) + bool(re.search(r"[^A-Za-z0-9]", value))
-                                + bool(re.search(r"[a-z]", value) and re.search(r"[A-Z]", value))) >= 1
-
-
-# Not the digits of a decimal number ("succeeded in 0.0048812345678901234s" is a duration, not a card).
-_CARD = re.compile(r"(?<![\d-])(?<!\d[.,])(?:\d[ -]?){12,18}\d(?![\d-])(?![.,]\d)")
-_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}\b")
-# Long opaque strings (random keys with no known prefix) betray themselves by their entropy.
-_OPAQUE = re.compile(r"\b[A-Za-z0-9_+/=-]{32,}\b")
-
-
-def _iban_valid(candidate: str) -> bool:
-    # The checksum, the country and the length and shape its registry gives; not each country's national check
-    # digits: an account number that fails only those is still one the user meant to keep private.
-    return iban.is_valid(candidate, check_country=False)
+# A reference to a value rather than the value: `request.form["password"]`, `jwt.encode(`, `process.env.X`, `getpass()`.
+_EXPRESSION = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\?\.|\.|::|->)[A-Za-z_$][\w$]*)+"
+                         r"|[A-Za-z_$][\w$]*\s*[(\[]")
+# ... unless it holds what code between brackets does not and passwords do: `Sk(O90Cv$p0e`, `z(c$(Cxk)rU9&5Xr2`.
+_NOT_CODE = re.compile(r"[&!#%^@~*]|[A-Za-z0-9]\$")
+# A value filled in elsewhere: `${TOKEN}`, `{{ password }}`, `%(pw)s`, `<password>`, `{password}`, `$1`, `:password`.
+_TEMPLATE = re.compile(r"\$\{|\$\(|\{\{|\{%|<%|%\(|#\{|^[<{\[]|^\$\w+$|^%\w+%$|^:\w+$|^@\w+$")
+# What a password is stored as: a hash (bcrypt, argon2, crypt, Django's pbkdf2, a hex digest), not the password.
+_HASHED = re.compile(r"\$(?:2[abxy]?|argon2(?:id|i|d)|[156]|scrypt|pbkdf2[\w-]*)\$|^pbkdf2_\w+\$|^[0-9a-fA-F]{32,128}$")
+_PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 
 
 def _entropy(s: str) -> float:
@@ -81,9 +66,168 @@ def _entropy(s: str) -> float:
     return -sum(c / len(s) * math.log2(c / len(s)) for c in counts.values())
 
 
-def _looks_random(token: str) -> bool:
-    classes = sum(bool(re.search(p, token)) for p in (r"[a-z]", r"[A-Z]", r"\d"))
-    return classes >= 2 and _entropy(token) >= 4.0 and not token.isdigit()
+def _sequential(value: str) -> bool:
+    """Typed along the keyboard ("abcde12345", "ABCDEF0123456789"): most neighbours are successive characters."""
+    steps = sum(ord(b) - ord(a) == 1 or a + b == "90" for a, b in zip(value, value[1:]))
+    return steps >= 0.3 * (len(value) - 1)
+
+
+def _short_parts(value: str) -> bool:
+    """Random text breaks into short parts ("aB3xYz9Qk" -> a, B, 3, x, Yz, 9, Qk); words and identifiers do not
+    ("Double-check", "getAccessToken")."""
+    parts = _PART.findall(value)
+    return bool(parts) and sum(map(len, parts)) / len(parts) < 4
+
+
+def _looks_random(value: str, min_len: int = 16) -> bool:
+    """Generated, not typed: long, two character classes or more (hex counts), short parts, no run along the rows."""
+    if len(value) < min_len:
+        return False
+    classes = bool(re.search(r"[a-z]", value)) + bool(re.search(r"[A-Z]", value)) + bool(re.search(r"\d", value))
+    return classes >= 2 and _entropy(value) >= 3.0 and _short_parts(value) and not _sequential(value)
+
+
+def _placeholder(value: str) -> bool:
+    if _PLACEHOLDER_MARK.search(value) or _PLACEHOLDER_WORDS.search(value):
+        return True
+    if not re.search(r"[A-Za-z0-9]", value) or any(example in value for example in _PUBLIC_EXAMPLES):
+        return True
+    return not _looks_random(value) and any(p.lower() in _PLACEHOLDER_PARTS for p in _PART.findall(value))
+
+
+def _trivial_digits(value: str) -> bool:
+    return len(set(value)) == 1 or value in "01234567890123456789" or value in "98765432109876543210"
+
+
+# --- vendor formats: the shape alone is proof ------------------------------------------------------------------------
+
+# (kind, pattern): each starts with the literal prefix the vendor gives its keys, so one search finds every candidate.
+_VENDOR: list[tuple[str, str]] = [
+    ("api_key", r"sk-ant-(?:api|admin|sid)\d\d-[A-Za-z0-9_-]{20,}"),  # Anthropic
+    ("api_key", r"sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}"),  # OpenAI
+    ("api_key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,}"),  # Stripe
+    ("aws_key", r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b"),
+    ("github_token", r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}"),
+    ("gitlab_token", r"gl(?:pat|dt|ft|soat|rt|cbt|imt|ptt|oas|agent)-[A-Za-z0-9_-]{20,}"),
+    ("slack_token", r"xox[abposr]-[A-Za-z0-9-]{10,}"),
+    ("slack_webhook", r"hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+"),
+    ("google_api_key", r"AIza[0-9A-Za-z_-]{35}|GOCSPX-[A-Za-z0-9_-]{28}|ya29\.[A-Za-z0-9_-]{20,}"),
+    ("npm_token", r"npm_[A-Za-z0-9]{30,}"),
+    ("pypi_token", r"pypi-AgE[A-Za-z0-9_-]{50,}"),
+    ("sendgrid_key", r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),
+    ("twilio_key", r"SK[0-9a-fA-F]{32}\b"),
+    ("huggingface_token", r"hf_[A-Za-z0-9]{34,}"),
+    ("digitalocean_token", r"do[opr]_v1_[a-f0-9]{64}\b"),
+    ("shopify_token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b"),
+    ("square_token", r"sq0(?:atp|csp)-[0-9A-Za-z_-]{22,}|EAAA[A-Za-z0-9_-]{60}"),
+    ("azure_storage_key", r"AccountKey=[A-Za-z0-9+/]{86}=="),
+    ("databricks_token", r"dapi[a-f0-9]{32}\b"),
+    ("postman_key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}\b"),
+    ("groq_key", r"gsk_[A-Za-z0-9]{48,}"),
+    ("age_key", r"AGE-SECRET-KEY-1[0-9A-Z]{58}\b"),
+    ("vault_token", r"hvs\.[A-Za-z0-9_-]{24,}"),
+    ("sentry_token", r"sntry[su]_[A-Za-z0-9_=+/-]{40,}"),
+    ("artifactory_key", r"AKCp[A-Za-z0-9]{69}\b"),
+    ("mailchimp_key", r"[0-9a-f]{32}-us\d{1,2}\b"),
+    ("discord_token", r"[MNO][A-Za-z\d_-]{23,25}\.[A-Za-z\d_-]{6}\.[A-Za-z\d_-]{27,38}\b"),
+]
+_VENDOR_KINDS = [(kind, re.compile(p)) for kind, p in _VENDOR]
+_VENDOR_RE = re.compile("|".join(f"(?:{p})" for _, p in _VENDOR))
+_TELEGRAM = re.compile(r"\b\d{8,10}:AA[0-9A-Za-z_-]{33}(?![\w-])")
+# Every key format and every opaque secret is a run of twenty characters or more of these: the vendor patterns and the
+# opaque check read only such runs (a union of patterns over the whole text is many times slower).
+_LONG_RUN = re.compile(r"[A-Za-z0-9_.+/=-]{20,}")
+_WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
+_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?P<body>.*?)"
+                          r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S)
+_JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.(?P<sig>[A-Za-z0-9_-]{16,})")
+_JWT_SHAPE = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.?[A-Za-z0-9_-]*")
+_URL_CREDENTIALS = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@\"'`]*:(?P<pw>[^\s@/\"'`]+)@[^\s\"'`<>)\]]*", re.I)
+_BEARER = re.compile(r"(?i)\bbearer\s+(?P<tok>[A-Za-z0-9._~+/=-]{16,})")
+_BASIC = re.compile(r"\bBasic\s+(?P<tok>[A-Za-z0-9+/]{8,}={0,2})(?![\w+/=])")
+_SSN = re.compile(r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b")
+# Not the digits of a decimal number ("succeeded in 0.0048812345678901234s" is a duration, not a card). The exact
+# pattern is slow on digit-heavy text, so it runs only where the quick one finds thirteen digits in a row.
+_CARD = re.compile(r"(?<![\d-])(?<!\d[.,])(?:\d[ -]?){12,18}\d(?![\d-])(?![.,]\d)")
+_CARD_HINT = re.compile(r"\d(?:[ -]?\d){12}")
+_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}\b")
+# A long random string with no label and no known prefix; hashes (hex), ids and digests are not among them.
+_OPAQUE = re.compile(r"(?<![\w+/=.-])[A-Za-z0-9_+/-]{32,}={0,2}(?![\w+/=-])")
+_DIGEST_BEFORE = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)[-:]|base64,|integrity=\"?|[/.#?&=:$]|\\)$")
+
+
+def _run_spans(text: str, low: str):
+    """Vendor keys and opaque random strings, read in the long runs of key characters."""
+    for run in _LONG_RUN.finditer(text):
+        start, end = run.span()
+        for m in _VENDOR_RE.finditer(text, start, end):
+            if (m.start() and _WORD_CHAR.match(text, m.start() - 1)) or _PLACEHOLDER_MARK.search(m.group(0)):
+                continue
+            yield m.start(), m.end(), next(kind for kind, p in _VENDOR_KINDS if p.match(text, m.start(), m.end()))
+        if end - start >= 32:
+            for m in _OPAQUE.finditer(text, start, end):
+                if _opaque_valid(m.group(0), text, m.start(), m.end()):
+                    yield m.start(), m.end(), "opaque_token"
+    if ":AA" in text:
+        for m in _TELEGRAM.finditer(text):
+            if not _PLACEHOLDER_MARK.search(m.group(0)):
+                yield m.start(), m.end(), "telegram_token"
+
+
+def _private_key_spans(text: str, low: str):
+    if "PRIVATE KEY" not in text:
+        return
+    for m in _PRIVATE_KEY.finditer(text):
+        body = m.group("body")
+        # Documentation shows the block with "..." or a few characters: a key is hundreds of base64 characters.
+        if len(re.findall(r"[A-Za-z0-9+/=]", body)) >= 40 and not _PLACEHOLDER_MARK.search(body):
+            yield m.start(), m.end(), "private_key"
+
+
+def _jwt_valid(token: str) -> bool:
+    sig = token.rsplit(".", 1)[-1]
+    return sig not in _PUBLIC_EXAMPLES and _looks_random(sig) and not _PLACEHOLDER_MARK.search(token)
+
+
+def _jwt_spans(text: str, low: str):
+    if "eyJ" not in text:
+        return
+    for m in _JWT.finditer(text):
+        if _jwt_valid(m.group(0)):
+            yield m.start(), m.end(), "jwt"
+
+
+def _url_spans(text: str, low: str):
+    if "://" not in text or "@" not in text:
+        return
+    for m in _URL_CREDENTIALS.finditer(text):
+        if _password_value(m.group("pw")):
+            yield m.start(), m.end(), "url_credentials"
+
+
+def _bearer_spans(text: str, low: str):
+    if "bearer" in low:
+        for m in _BEARER.finditer(text):
+            tok = m.group("tok")
+            if _JWT_SHAPE.fullmatch(tok) and not _jwt_valid(tok):
+                continue
+            if _looks_random(tok) and not _placeholder(tok):
+                yield m.start("tok"), m.end("tok"), "bearer_token"
+    if "Basic " in text:
+        for m in _BASIC.finditer(text):
+            try:
+                decoded = base64.b64decode(m.group("tok"), validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                continue
+            user, colon, password = decoded.partition(":")
+            if colon and user and password and decoded.isprintable():
+                yield m.start("tok"), m.end("tok"), "basic_auth"
+
+
+def _iban_valid(candidate: str) -> bool:
+    # The checksum, the country and the length and shape its registry gives; not each country's national check
+    # digits: an account number that fails only those is still one the user meant to keep private.
+    return iban.is_valid(candidate, check_country=False)
 
 
 def _card_valid(candidate: str) -> bool:
@@ -93,42 +237,191 @@ def _card_valid(candidate: str) -> bool:
     return 13 <= len(digits) <= 19 and luhn.is_valid(digits) and len(set(digits)) > 1
 
 
-_CHECKED = [("card_number", _CARD, _card_valid), ("iban", _IBAN, _iban_valid), ("opaque_token", _OPAQUE, _looks_random)]
+def _opaque_valid(token: str, text: str, start: int, end: int) -> bool:
+    # Three character classes, each more than once, high entropy and short parts: base62 randomness. Identifiers and
+    # words (long parts), hex digests and UUIDs fail it; base64 digests (SRI, data: URLs), path segments and the
+    # parts of a dotted token are known by what stands beside them.
+    if len(token) > 200 or _DIGEST_BEFORE.search(text[max(0, start - 16):start]) or text[end:end + 1] == ".":
+        return False
+    lower, upper, digit = (len(re.findall(p, token)) for p in (r"[a-z]", r"[A-Z]", r"\d"))
+    return (min(lower, upper, digit) >= 2 and _entropy(token) >= 4.2 and _short_parts(token)
+            and not _PLACEHOLDER_MARK.search(token))
+
+
+def _checked_spans(text: str, low: str):
+    for m in _CARD.finditer(text) if _CARD_HINT.search(text) else ():
+        if _card_valid(m.group(0)):
+            yield m.start(), m.end(), "card_number"
+    for m in _IBAN.finditer(text):
+        if _iban_valid(m.group(0)):
+            yield m.start(), m.end(), "iban"
+    for m in _SSN.finditer(text):
+        yield m.start(), m.end(), "ssn"
+
+
+# --- labelled values: "password is X", `api_key = "X"`, DB_PASSWORD=X ------------------------------------------------
+
+# Where a label may be: each hit is widened to the identifier around it and read part by part (`pingTimeout` is no PIN).
+# Searched in the lowercased text: a case-insensitive pattern is several times slower.
+_LABEL_HIT = re.compile(r"pass|pwd|secret|token|key|pin|cvv|cvc|otp|code|phrase")
+_WORD_BEFORE = re.compile(r"([A-Za-z0-9]+)[ \t]+$")
+_IDENT_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
+_PASSWORD_PARTS = frozenset({"password", "passwd", "pwd", "passphrase", "passcode", "passwort"})
+_PASSWORD_SUFFIXED = frozenset({"pass", "pw"})  # only after another part: DB_PASS, user_pw
+_TOKEN_PARTS = frozenset({"token", "secret", "apikey", "secretkey", "accesskey", "privatekey"})
+_KEY_QUALIFIERS = frozenset({"api", "secret", "access", "private", "auth", "client", "master", "encryption", "signing",
+                             "app", "service", "account", "license", "subscription", "priv", "db", "database",
+                             "consumer", "webhook", "session", "hmac"})
+_PIN_PARTS = frozenset({"pin", "otp", "cvv", "cvv2", "cvc", "cvc2"})
+_CODE_QUALIFIERS = frozenset({"pin", "security", "verification", "recovery", "backup", "2fa", "mfa", "otp", "auth",
+                              "authentication", "time"})
+# Parts that may follow the label and still name the secret itself (password_confirm, api_key_value, password2).
+_TRAILING_PARTS = frozenset({"confirm", "confirmation", "value", "str"})
+
+# After the label: closing quotes or brackets of a key (`"password":`, `["password"] =`, `**Password**:`), then the
+# marker: an assignment or comparison, a sentence's "is" or "(set) to", or bare space.
+_MARKER = re.compile(r"""[\"'`\]*]{0,3}\??(?:(?P<assign>[ \t]*(?::=|=>|===?|!==?|=|:|->)[ \t]*)"""
+                     r"""|(?P<to>[ \t]+(?:(?:is|was)[ \t]+)?(?:(?:set|changed|reset)[ \t]+)?to[ \t]+)"""
+                     r"""|(?P<prose>[ \t]+(?:is|was)[ \t]+(?:(?:now|still)[ \t]+)?)"""
+                     r"""|(?P<bare>[ \t]+))""", re.I)
+_QUOTED = re.compile(r"""(?:[bBrRuU]{0,2}|@)"""
+                     r"""(?:"(?P<dq>[^"\n]{1,300})"|'(?P<sq>[^'\n]{1,300})'|`(?P<bq>[^`\n]{1,300})`)""")
+_BARE = re.compile(r"[^\s\"'`,;]{1,300}")
+_SENTENCE_END = re.compile(r"""[.!?,;:)]*(?:\s*$|\s+(?:and|but|so|or|please|thanks|though|ok|okay)\b|\s*[\n"'])""",
+                           re.I)
+# Words a sentence puts after "password is": it describes the password, it does not give it.
+_NOT_A_VALUE = frozenset("""
+a an the my your our his her their its this that it is was be been being not never always too very so weak strong
+long short expired wrong incorrect correct invalid valid reset changed same different new old secure insecure safe
+unsafe required needed missing forgotten lost stolen hard easy simple complex complicated there here for to of in on
+out gone up down off over still now just also really somewhere written saved stored manager protected and or but with
+without from by at as if when because which who what where how why yesterday today tomorrow empty blank null none
+unknown known unique optional mandatory visible hidden private public sensitive important fine good bad okay great
+mine yours ours theirs case wrong right set unset present absent available ready active inactive enabled disabled
+provided accepted rejected generated rotated revoked leaked compromised encrypted hashed salted encoded plain plaintext
+""".split())
+_DESCRIPTIVE_ENDINGS = ("ed", "ing", "ly", "able", "ible", "ful", "less", "ous", "ive", "ion", "ness", "ment", "ent",
+                        "ant", "ical", "ure")
+
+
+def _label_class(parts: list[str], before: str) -> str | None:
+    """Which secret the identifier's parts name, if any: the label is its last part, or the one before a trailing
+    part such as `_confirm`; a part after it that names something else (`password_hash`, `token_url`) is no label."""
+    while len(parts) > 1 and (parts[-1] in _TRAILING_PARTS or parts[-1].isdigit()):
+        parts = parts[:-1]
+    last, prev = parts[-1], (parts[-2] if len(parts) > 1 else before)
+    if last in _PASSWORD_PARTS or (last in _PASSWORD_SUFFIXED and len(parts) > 1):
+        return "password"
+    if last == "phrase" and prev == "pass":
+        return "password"
+    if last in _TOKEN_PARTS or (last == "key" and prev in _KEY_QUALIFIERS):
+        return "token"
+    if last in _PIN_PARTS or (last == "code" and prev in _CODE_QUALIFIERS):
+        return "cvv" if last.startswith(("cvv", "cvc")) or prev == "security" else "pin"
+    return None
+
+
+def _password_value(value: str, *, prose: bool = False, tail: str = "") -> bool:
+    """A password given as a literal: not a template, a dummy or a stored hash, and shaped like one."""
+    if _TEMPLATE.search(value) or _HASHED.search(value) or _placeholder(value):
+        return False
+    if value.isdigit():
+        return 4 <= len(value) <= 12 and not _trivial_digits(value)
+    letters, digits = re.search(r"[A-Za-z]", value), re.search(r"\d", value)
+    specials = re.search(r"[^A-Za-z0-9_.\-]", value)
+    if len(value) >= 6 and letters and (digits or specials):
+        return True
+    if _looks_random(value, 12):
+        return True
+    # "my password is sunshine": in a sentence a single word given as the password is one, unless it describes it.
+    return (prose and value.isalpha() and len(value) >= 4 and value.lower() not in _NOT_A_VALUE
+            and not value.lower().endswith(_DESCRIPTIVE_ENDINGS) and bool(_SENTENCE_END.match(tail)))
+
+
+def _value_is_secret(cls: str, value: str, how: str, quoted: bool, tail: str) -> bool:
+    if not quoted and _EXPRESSION.match(value) and not _NOT_CODE.search(value):
+        return False
+    if _JWT_SHAPE.fullmatch(value):  # a token's own format decides (the jwt.io example is no secret)
+        return _jwt_valid(value)
+    if cls in ("pin", "cvv"):
+        lo = 3 if cls == "cvv" else 4
+        return value.isdigit() and lo <= len(value) <= 8 and not _trivial_digits(value)
+    if how == "bare" and not quoted:  # "Password Storage", "token TEXT": no marker, only a random value counts
+        return cls == "token" and _looks_random(value) and not _placeholder(value)
+    if cls == "password":
+        return _password_value(value, prose=how == "prose" and not quoted, tail=tail)
+    return _looks_random(value, 12) and not _TEMPLATE.search(value) and not _placeholder(value)
+
+
+def _labelled_spans(text: str, low: str):
+    done = 0
+    for hit in _LABEL_HIT.finditer(low):
+        if hit.start() < done:
+            continue
+        start, end = hit.start(), hit.end()
+        while start > 0 and text[start - 1] in _IDENT_CHARS:
+            start -= 1
+        while end < len(text) and text[end] in _IDENT_CHARS:
+            end += 1
+        done = end
+        ident = text[start:end].rstrip(".-")
+        end = start + len(ident)
+        parts = [p.lower() for p in _PART.findall(ident)]
+        if not parts:
+            continue
+        before = ""
+        if len(parts) == 1:  # prose: "api key", "security code", "secret key"
+            prev = _WORD_BEFORE.search(text, max(0, start - 30), start)
+            before = prev.group(1).lower() if prev else ""
+        cls = _label_class(parts, before)
+        if cls is None:
+            continue
+        marker = _MARKER.match(text, end)
+        if not marker:
+            continue
+        at = marker.end()
+        quoted = _QUOTED.match(text, at)
+        if quoted:
+            group = next(g for g in ("dq", "sq", "bq") if quoted.group(g) is not None)
+            v_start, v_end = quoted.start(group), quoted.end(group)
+        else:
+            bare = _BARE.match(text, at)
+            if not bare:
+                continue
+            v_start, v_end = at, at + len(bare.group(0).rstrip(".,:;?)]}*"))
+        value = text[v_start:v_end]
+        if value and REDACTED not in value and _value_is_secret(cls, value, marker.lastgroup, bool(quoted),
+                                                                 text[v_end:v_end + 40]):
+            done = v_end
+            yield v_start, v_end, "password" if cls == "password" else "pin" if cls == "cvv" else cls
+
+
+# --- the filter ------------------------------------------------------------------------------------------------------
+
+_DETECTORS = (_private_key_spans, _run_spans, _jwt_spans, _url_spans, _bearer_spans, _labelled_spans,
+              _checked_spans)
 
 
 def secrets_redact(text: str) -> Redaction:
     """The text with every secret replaced by [redacted], and the kinds found (never the values)."""
     if not text:
         return Redaction(text or "")
-    kinds: list[str] = []
-    out = text
-    for kind, pattern in _PATTERNS:
-        out, n = pattern.subn(REDACTED, out)
-        kinds += [kind] * n
-
-    def labelled(m: re.Match) -> str:
-        value = m.group("value").rstrip(".!?)")
-        if value.lower() in _NOT_A_VALUE or REDACTED in value or not value:
-            return m.group(0)
-        weak = m.group("label").lower() in _WEAK_LABELS
-        # Without "is", ":" or "=" only a credential-shaped value counts ("changed my password yesterday" does not).
-        if (weak or not m.group("marker")) and not _looks_like_credential(value):
-            return m.group(0)
-        kinds.append("password" if m.group("label").lower().startswith(("pass", "pwd", "pin")) else "token")
-        return f"{m.group('label')}{m.group('sep')}{REDACTED}" + m.group("value")[len(value):]
-
-    out = _LABELLED.sub(labelled, out)
-
-    # Shapes that match ordinary numbers and words too: a match is a secret only if its check passes.
-    for kind, pattern, check in _CHECKED:
-        def checked(m: re.Match, kind=kind, check=check) -> str:
-            if check(m.group(0)):
-                kinds.append(kind)
-                return REDACTED
-            return m.group(0)
-
-        out = pattern.sub(checked, out)
-    return Redaction(out, kinds)
+    low = text.lower()
+    if len(low) != len(text):  # a few characters lowercase to two ("İ"): keep offsets aligned
+        low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    spans = sorted((s for detect in _DETECTORS for s in detect(text, low)), key=lambda s: (s[0], -s[1]))
+    if not spans:
+        return Redaction(text)
+    out, kinds, pos = [], [], 0
+    for start, end, kind in spans:
+        if start < pos:  # overlaps a span already cut (a key inside a labelled value, a card inside a URL)
+            pos = max(pos, end)
+            continue
+        out += [text[pos:start], REDACTED]
+        kinds.append(kind)
+        pos = end
+    out.append(text[pos:])
+    return Redaction("".join(out), kinds)
 
 
 def contains_secret(text: str) -> bool:
