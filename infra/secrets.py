@@ -54,8 +54,9 @@ _EXPRESSION = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\?\.|\.|::|->)[A-Za-z_$][\w$]*)
                          r"|[A-Za-z_$][\w$]*\s*[(\[]")
 # ... unless it holds what code between brackets does not and passwords do: `Sk(O90Cv$p0e`, `z(c$(Cxk)rU9&5Xr2`.
 _NOT_CODE = re.compile(r"[&!#%^@~*]|[A-Za-z0-9]\$")
-# A value filled in elsewhere: `${TOKEN}`, `{{ password }}`, `%(pw)s`, `<password>`, `{password}`, `$1`, `:password`.
-_TEMPLATE = re.compile(r"\$\{|\$\(|\{\{|\{%|<%|%\(|#\{|^[<{\[]|^\$\w+$|^%\w+%$|^:\w+$|^@\w+$")
+# A value filled in elsewhere: `${TOKEN}`, `{{ password }}`, `%(pw)s`, `<password>`, `{password}`, `$1`, `:password`,
+# `!vault |` (a YAML tag).
+_TEMPLATE = re.compile(r"\$\{|\$\(|\{\{|\{%|<%|%\(|#\{|^[<{\[!]|^\$\w+$|^%\w+%$|^:\w+$|^@\w+$")
 # What a password is stored as: a hash (bcrypt, argon2, crypt, Django's pbkdf2, a hex digest), not the password.
 _HASHED = re.compile(r"\$(?:2[abxy]?|argon2(?:id|i|d)|[156]|scrypt|pbkdf2[\w-]*)\$|^pbkdf2_\w+\$|^[0-9a-fA-F]{32,128}$")
 _PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -272,6 +273,7 @@ _TOKEN_PARTS = frozenset({"token", "secret", "apikey", "secretkey", "accesskey",
 _KEY_QUALIFIERS = frozenset({"api", "secret", "access", "private", "auth", "client", "master", "encryption", "signing",
                              "app", "service", "account", "license", "subscription", "priv", "db", "database",
                              "consumer", "webhook", "session", "hmac"})
+_GLUED_LABEL = re.compile(r"(?:password|passwd|pwd|passphrase|token|secret|apikey)$")
 _PIN_PARTS = frozenset({"pin", "otp", "cvv", "cvv2", "cvc", "cvc2"})
 _CODE_QUALIFIERS = frozenset({"pin", "security", "verification", "recovery", "backup", "2fa", "mfa", "otp", "auth",
                               "authentication", "time"})
@@ -282,11 +284,13 @@ _TRAILING_PARTS = frozenset({"confirm", "confirmation", "value", "str"})
 # marker: an assignment or comparison, a sentence's "is" or "(set) to", or bare space.
 _MARKER = re.compile(r"""[\"'`\]*]{0,3}\??(?:(?P<assign>[ \t]*(?::=|=>|===?|!==?|=|:|->)[ \t]*)"""
                      r"""|(?P<to>[ \t]+(?:(?:is|was)[ \t]+)?(?:(?:set|changed|reset)[ \t]+)?to[ \t]+)"""
-                     r"""|(?P<prose>[ \t]+(?:is|was)[ \t]+(?:(?:now|still)[ \t]+)?)"""
+                     r"""|(?P<prose>[ \t]+(?:is|was)[ \t]*:?[ \t]+(?:(?:now|still)[ \t]+)?)"""
                      r"""|(?P<bare>[ \t]+))""", re.I)
 _QUOTED = re.compile(r"""(?:[bBrRuU]{0,2}|@)"""
-                     r"""(?:"(?P<dq>[^"\n]{1,300})"|'(?P<sq>[^'\n]{1,300})'|`(?P<bq>[^`\n]{1,300})`)""")
-_BARE = re.compile(r"[^\s\"'`,;]{1,300}")
+                     r"""(?:"(?P<dq>[^"\n]{1,200})"|'(?P<sq>[^'\n]{1,200})'|`(?P<bq>[^`\n]{1,200})`)""")
+# A typed secret is short; a longer bare value is code or a key whose own shape is checked elsewhere.
+_BARE_MAX = 100
+_BARE = re.compile(r"[^\s\"'`,;]{1,%d}" % (_BARE_MAX + 1))
 _SENTENCE_END = re.compile(r"""[.!?,;:)]*(?:\s*$|\s+(?:and|but|so|or|please|thanks|though|ok|okay)\b|\s*[\n"'])""",
                            re.I)
 # Words a sentence puts after "password is": it describes the password, it does not give it.
@@ -310,6 +314,9 @@ def _label_class(parts: list[str], before: str) -> str | None:
     while len(parts) > 1 and (parts[-1] in _TRAILING_PARTS or parts[-1].isdigit()):
         parts = parts[:-1]
     last, prev = parts[-1], (parts[-2] if len(parts) > 1 else before)
+    glued = _GLUED_LABEL.search(last)  # PGPASSWORD, MYSQLPWD, CLIENTSECRET, APITOKEN
+    if glued and glued.start():
+        last, prev = glued.group(0), last[:glued.start()]
     if last in _PASSWORD_PARTS or (last in _PASSWORD_SUFFIXED and len(parts) > 1):
         return "password"
     if last == "phrase" and prev == "pass":
@@ -386,7 +393,7 @@ def _labelled_spans(text: str, low: str):
             v_start, v_end = quoted.start(group), quoted.end(group)
         else:
             bare = _BARE.match(text, at)
-            if not bare:
+            if not bare or len(bare.group(0)) > _BARE_MAX:
                 continue
             v_start, v_end = at, at + len(bare.group(0).rstrip(".,:;?)]}*"))
         value = text[v_start:v_end]

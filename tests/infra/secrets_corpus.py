@@ -60,6 +60,7 @@ KEEP: list[Keep] = [Keep(family, text) for family, text in [
     ("python", "engine = create_engine('postgresql://user:password@localhost:5432/mydb')"),
     ("python", 'stripe.api_key = os.environ["STRIPE_SECRET_KEY"]'),
     ("python", "max_tokens=4096, temperature=0.2"),
+    ("python", "tokenizer = AutoTokenizer.from_pretrained('bert-base-uncased')\nstopwords = ['token', 'key']"),
     ("python", 'test_user = User(email="ada@example.com", password="password123")'),
     ("python", "self.client.login(username='alice', password='testpass')"),
     ("python", 'TOTP_SECRET = pyotp.random_base32()'),
@@ -97,6 +98,7 @@ KEEP: list[Keep] = [Keep(family, text) for family, text in [
     ("yaml", "steps:\n  - run: deploy\n    env:\n      API_KEY: ${{ secrets.API_KEY }}\n"
              "      password: ${{ secrets.DOCKERHUB_TOKEN }}"),
     ("yaml", 'db:\n  password: "{{ vault_db_password }}"\n  user: app'),
+    ("yaml", "db_password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n  623133653966623430613934643361633837"),
     ("yaml", "services:\n  db:\n    image: postgres:16\n    environment:\n      POSTGRES_PASSWORD: postgres"),
     ("yaml", "environment:\n  - POSTGRES_PASSWORD=${POSTGRES_PASSWORD:-postgres}\n"
              "  - GF_SECURITY_ADMIN_PASSWORD=admin"),
@@ -124,6 +126,7 @@ KEEP: list[Keep] = [Keep(family, text) for family, text in [
     ("markdown", "1. **Token Verification Middleware**: checks the signature on every request."),
     ("markdown", "- **Password Hashing**: use bcrypt with a cost of 12.\n- **Access Token**: Double-check the expiry."),
     ("markdown", "- `password`: the user's password, at least 12 characters."),
+    ("markdown", "| field | type | notes |\n|---|---|---|\n| password | string | The user's password |"),
     ("prose", "My password is weak, I know."),
     ("prose", "The password is hashed with bcrypt before it is stored."),
     ("prose", "Your password must be at least 12 characters long."),
@@ -134,6 +137,8 @@ KEEP: list[Keep] = [Keep(family, text) for family, text in [
     ("prose", "I rotated the secret yesterday and the deploy went fine."),
     ("prose", "I forgot my password again, can you remind me how the reset flow works?"),
     ("prose", "The password was incorrect."),
+    ("prose", "The password to the wifi is on the fridge."),
+    ("prose", "password123 is a terrible password, and so is P@ssw0rd."),
     ("prose", "Changed my password yesterday because it expired."),
     ("prose", "The secret to good bread is time."),
     ("prose", "The token limit is 4096 and the budget is 1,000 tokens per turn."),
@@ -278,6 +283,8 @@ def secrets() -> list[Secret]:
         ("code", "L1ght&House", "const dbPass = 'L1ght&House';"),
         ("code", "F1sh&Ch1ps", "if (password === 'F1sh&Ch1ps') {"),
         ("code", "v3ry-l0ng-p4ss", 'connect(user="app", password="v3ry-l0ng-p4ss")'),
+        ("code", "Gr4ss&Sky7", "PGPASSWORD=Gr4ss&Sky7 psql -h db -U app"),
+        ("prose", "W1ndy#Hill", "The password is: W1ndy#Hill"),
     ]
     out += [Secret(f"password:{where}", value, text) for where, value, text in passwords]
 
@@ -299,6 +306,7 @@ def secrets() -> list[Secret]:
         Secret("jwt", jwt, f"my session token: {jwt}"),
         Secret("jwt", jwt, f'"access_token": "{jwt}"'),
         Secret("bearer", (b := _rand(40)), f"curl -H 'Authorization: Bearer {b}' https://api.example.com"),
+        Secret("labelled:token", (b := _hex(40)), f"Authorization: Token {b}"),
         Secret("basic_auth", (b := base64.b64encode(b"deploy:" + _rand(16).encode()).decode()),
                f"Authorization: Basic {b}"),
         Secret("url_credentials", (u := f"postgres://admin:{_rand(14)}@db.internal:5432/app"), f"DATABASE_URL={u}"),
@@ -308,6 +316,8 @@ def secrets() -> list[Secret]:
     for kind in ("RSA", "EC", "OPENSSH", ""):
         pem = _pem(kind)
         out.append(Secret("private_key", pem, f"here is the deploy key:\n{pem}\nthanks"))
+    escaped = _pem("").replace("\n", "\\n")  # a service account's JSON keeps the key on one line
+    out.append(Secret("private_key", escaped, f'{{"type": "service_account", "private_key": "{escaped}\\n"}}'))
     out += [Secret("card_number", c, f"charge my card {c} please") for c in cards]
     out += [Secret("card_number", _spaced(cards[0]), f"card: {_spaced(cards[0])}, exp 04/27"),
             Secret("card_number", _spaced(cards[1], "-"), f"use {_spaced(cards[1], '-')} for the order")]
