@@ -102,7 +102,8 @@ def _trivial_digits(value: str) -> bool:
 
 # --- vendor formats: the shape alone is proof ------------------------------------------------------------------------
 
-# (kind, pattern): each starts with the literal prefix the vendor gives its keys, so one search finds every candidate.
+# (kind, pattern): the formats vendors give their keys (detect-secrets' plugins and the vendors' docs), with a prefix or
+# a fixed part that no ordinary word or id has.
 _VENDOR: list[tuple[str, str]] = [
     ("api_key", r"sk-ant-(?:api|admin|sid)\d\d-[A-Za-z0-9_-]{20,}"),  # Anthropic
     ("api_key", r"sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}"),  # OpenAI
@@ -202,7 +203,10 @@ def _url_spans(text: str, low: str):
     if "://" not in text or "@" not in text:
         return
     for m in _URL_CREDENTIALS.finditer(text):
-        if _password_value(m.group("pw")):
+        password = m.group("pw")
+        # A URL carries the password itself, never its hash: a long hex one is generated, not a digest.
+        if _password_value(password) or (_looks_random(password) and not _TEMPLATE.search(password)
+                                         and not _placeholder(password)):
             yield m.start(), m.end(), "url_credentials"
 
 
