@@ -272,7 +272,7 @@ def lines_by_kind(context: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     in_profile = False
     for line in context.splitlines():
-        if line.startswith("Standing profile"):
+        if line.startswith("Standing "):
             in_profile = True
             continue
         if line.startswith("  context:"):

@@ -154,17 +154,24 @@ def profile_line(entry: ProfileEntry) -> str:
 
 
 def profile_render(entries: list[ProfileEntry], *, limit_tokens: int,
-                   header: str = "What you know about the user (standing profile):") -> tuple[str, int, list]:
+                   header: str = "What you know about the user (standing profile):",
+                   instructions_header: str | None = None) -> tuple[str, int, list]:
     """The profile as one section within limit_tokens: whole lines in rank order, nothing cut mid-line.
-    Returns (text, tokens, entries shown)."""
+    Returns (text, tokens, entries shown).
+
+    instructions_header: the user's instructions (procedures, ranked first) are shown under it and the rest under
+    `header`, so wording that asks the model to follow what it reads stands only above what the user asked it to do,
+    never above a liking or a fact."""
     if not entries:
         return "", 0, []
-    lines, kept = [header], []
+    lines, kept = [], []
     for e in entries:
-        candidate = "\n".join(lines + [profile_line(e)])
+        heading = instructions_header if instructions_header and e.kind == MemoryKind.PROCEDURE else header
+        added = ([heading] if heading not in lines else []) + [profile_line(e)]
+        candidate = "\n".join(lines + added)
         if count_tokens(candidate) > limit_tokens:
             break
-        lines.append(profile_line(e))
+        lines += added
         kept.append(e)
     if not kept:
         return "", 0, []

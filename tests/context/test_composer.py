@@ -226,9 +226,31 @@ def test_standing_instruction_is_in_every_context_whatever_the_turn_is_about(ali
     content = ctx.messages[0]["content"]
     assert "Always answer in metric units" in content and "you said on 1 March 2024" in content
     # Inside the one data block, first: memory text never reaches the model outside the block's framing.
-    assert content.index("<memories>") < content.index("Standing profile") < content.index("Prefers aisle seats")
+    assert content.index("<memories>") < content.index("Standing instructions") < content.index("Prefers aisle seats")
     assert 0 < ctx.breakdown["profile"] <= ctx.caps["profile"] and len(ctx.profile) == 1
     assert ctx.total_tokens <= ctx.budget
+
+
+def test_only_the_users_instructions_stand_under_wording_that_asks_to_honour_them():
+    """A liking or a fact in the profile is information, not an order: the framing that asks the model to follow what
+    it reads heads the user's instructions alone."""
+    from context.composer import profile_section_render
+    from memory.profile import ProfileEntry
+
+    def entry(kind, text):
+        return ProfileEntry(memory_id=text, kind=kind, subject="", text=text, source_type="user_stated",
+                            confidence=0.9, created_at=datetime(2024, 3, 1, tzinfo=timezone.utc), session_id=None,
+                            source_message_id=None)
+
+    both, _, _ = profile_section_render([entry("procedure", "Ada asked the assistant: Always answer in metric."),
+                                         entry("preference", "Ada prefers aisle seats.")], limit_tokens=200)
+    lines = both.splitlines()
+    honour = [i for i, line in enumerate(lines) if "honour" in line.lower()]
+    assert len(honour) == 1 and "metric" in lines[honour[0] + 1]
+    liking = next(i for i, line in enumerate(lines) if "aisle seats" in line)
+    assert liking > honour[0] + 1 and "honour" not in lines[liking - 1].lower()
+    facts_only, _, _ = profile_section_render([entry("preference", "Ada prefers aisle seats.")], limit_tokens=200)
+    assert "honour" not in facts_only.lower() and "aisle seats" in facts_only
 
 
 def test_profile_section_keeps_to_its_cap(settings):
@@ -265,5 +287,5 @@ def test_memory_section_text_is_the_block_a_composed_context_shows():
     section = composer.memory_section_text(mems, profile_text)
     assert shown == entries and profile_tokens == ctx.breakdown["profile"]
     assert ctx.messages[0]["content"].endswith(section)
-    assert section.index("Standing profile") < section.index("Prefers aisle seats") < section.index("Lisbon")
+    assert section.index("Standing instructions") < section.index("Prefers aisle seats") < section.index("Lisbon")
     assert composer.memory_section_text([], "") == ""
