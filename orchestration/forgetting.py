@@ -96,12 +96,20 @@ def _words_of(record: MemoryRecord) -> list[str]:
     return out
 
 
-def _says(statement: str, forgotten: list[str], *, ignore: tuple[str, ...]) -> bool:
-    """A statement that mostly says what one forgotten statement said (and says a fair part of it)."""
-    if not content_words(statement, ignore=ignore) or asks_to_forget(statement):
-        return False
-    return support_share(statement, forgotten, ignore=ignore) >= SUPPORTED_SHARE and any(
-        support_share(f, [statement], ignore=ignore) >= SUPPORTED_SHARE / 2 for f in forgotten)
+class _Forgotten:
+    """The forgotten statements' content words, read once: a statement is said again when most of its words are
+    theirs and it says a fair part of one of them (the share infra.support measures)."""
+
+    def __init__(self, said: list[str], *, ignore: tuple[str, ...]):
+        self.ignore = ignore
+        self.sets = [w for w in (content_words(s, ignore=ignore) for s in said) if w]
+        self.pool = set().union(*self.sets)
+
+    def says(self, statement: str) -> bool:
+        words = content_words(statement, ignore=self.ignore)
+        if not words or len(words & self.pool) < SUPPORTED_SHARE * len(words) or asks_to_forget(statement):
+            return False
+        return any(len(f & words) >= SUPPORTED_SHARE / 2 * len(f) for f in self.sets)
 
 
 def derived_scrub(*, tenant: Tenant, user: EndUser, records: list[MemoryRecord], forgotten: list[str],
@@ -109,10 +117,7 @@ def derived_scrub(*, tenant: Tenant, user: EndUser, records: list[MemoryRecord],
     """Take the forgotten statements out of what the records' sessions and the user's context hold."""
     if not forgotten:
         return
-    ignore = tuple((user.display_name or "").split())
-
-    def says(statement: str) -> bool:
-        return _says(statement, forgotten, ignore=ignore)
+    says = _Forgotten(forgotten, ignore=tuple((user.display_name or "").split())).says
 
     def without(text: str) -> str:
         return statements_rewrite(text, says)
