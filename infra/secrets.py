@@ -207,7 +207,7 @@ def _url_spans(text: str, low: str):
         # A URL carries the password itself, never its hash: a long hex one is generated, not a digest.
         if _password_value(password) or (_looks_random(password) and not _TEMPLATE.search(password)
                                          and not _placeholder(password)):
-            yield m.start(), m.end(), "url_credentials"
+            yield m.start(), m.end() - (len(m.group(0)) - len(m.group(0).rstrip(".,;:!?"))), "url_credentials"
 
 
 def _bearer_spans(text: str, low: str):
