@@ -151,6 +151,19 @@ def test_a_deleted_statement_taken_as_the_goal_does_not_come_back_through_the_br
         assert word not in _everything_shown(ada, [sid], "where do I work")
 
 
+def test_deleting_what_the_user_said_takes_it_out_of_the_reply_that_repeats_it(alice):
+    ada = Caller(alice)
+    sid = ada.session()
+    ada.send(sid, NURSE, reply="Got it: you work as a nurse at St Mary's hospital. Anything else?")
+    said = [m for m in ada.memories() if m["text"].startswith("Ada:") and "nurse" in m["text"]]
+    assert said
+    for m in said:
+        ada.delete(m["id"])
+    ada.close(sid)
+    assert ada.messages(sid) == ["[forgotten]", "[forgotten] Anything else?"]
+    assert "nurse" not in _everything_shown(ada, [sid], "where do I work")
+
+
 def test_a_deletion_after_the_session_closed_reaches_its_bridge_and_goal(alice):
     ada = Caller(alice)
     sid = ada.tell(NURSE, "What should I cook tonight?")
