@@ -247,9 +247,12 @@ def test_erasing_the_user_erases_their_notes(alice, alice_user, extract_calls, b
     assert not {p.memory_id for p in points} & set(ids)
 
 
-def test_a_note_line_is_read_in_place_of_the_passages_of_its_turns(alice, alice_user, extract_calls, bridge_calls):
+def test_a_note_line_is_read_in_place_of_the_passages_of_its_turns(alice, alice_user, extract_calls, bridge_calls,
+                                                                     settings):
+    """Where retrieval is configured to return notes (MEMORY_RETRIEVE_NOTES), a line stands for the turns it cites."""
     from orchestration.messages import message_extract
 
+    settings.MEMORY_RETRIEVE_NOTES = True
     alice.memory_ttl_days = {"event": None, "goal": None, "note": None}
     alice.save()
     session = _closed(alice, alice_user)
@@ -269,9 +272,10 @@ def test_a_note_line_is_read_in_place_of_the_passages_of_its_turns(alice, alice_
     assert {m.source_message_id for m in got} >= cited
 
 
-def test_another_tenants_search_never_returns_a_note(alice, bob, alice_user, extract_calls, bridge_calls):
+def test_another_tenants_search_never_returns_a_note(alice, bob, alice_user, extract_calls, bridge_calls, settings):
     from tenants.services import end_user_create
 
+    settings.MEMORY_RETRIEVE_NOTES = True  # notes searched at all, so the scope is what keeps Alice's out
     _closed(alice, alice_user)
     outsider = end_user_create(tenant=bob, external_id="alice-user-1", display_name="Ada")
     _closed(bob, outsider, turns=[("user", "Our garden shed needs a new roof before the autumn rain arrives.")])
