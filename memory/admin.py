@@ -1,6 +1,6 @@
-"""Admin for memory history, lifecycle job runs and the vector outbox, read-only. The review queue and the
-near-duplicates page are in admin_review.py; a memory's own page reads sessions and orchestration (provenance,
-receipts), so it is in backoffice/admin/memories.py."""
+"""Admin for memory history, lifecycle job runs and the vector outbox, read-only. A memory's own page reads sessions
+and orchestration (provenance, receipts), and the review queue deletes through orchestration's forgetting, so both are
+in backoffice/admin/ (memories.py, review.py)."""
 from __future__ import annotations
 
 from django.contrib import admin
@@ -18,7 +18,6 @@ from tenants.admin import (
     wide_text,
 )
 
-from . import admin_review  # noqa: F401  (registers the review queue beside the history)
 from .admin_columns import UserColumn, memory_text_short
 from .models import JobRun, MemoryEvent, VectorOutbox
 from .timeline import actor_words, event_other_id, event_sentence

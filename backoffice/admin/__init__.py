@@ -1,3 +1,3 @@
 """Registers the admin pages that read across apps. Each model keeps its own URL (/admin/<app label>/<model>/): the
 URL comes from the model's app, not from the module that registers it."""
-from . import memories, sessions, tenants  # noqa: F401  (each module registers its pages)
+from . import memories, review, sessions, tenants  # noqa: F401  (each module registers its pages)

@@ -16,7 +16,6 @@ from infra import clock
 from infra.errors import AppError
 from memory import actions as memory_actions
 from memory.admin_columns import ConfidenceFilter, LayerFilter, MemoryColumns, memory_text_short
-from memory.admin_review import controls_apply
 from memory.extraction.candidate import subject_normalize
 from memory.models import MemoryEvent, MemoryRecord, MemoryStatus
 from memory.overview import memory_origin, status_label, with_removal
@@ -35,6 +34,8 @@ from tenants.admin import (
     when,
     wide_text,
 )
+
+from .review import controls_apply
 
 
 class ExpiredFilter(admin.SimpleListFilter):

@@ -1,5 +1,7 @@
 """The reviewer's queue: memories held for review, each approved, rejected, edited or deleted on its own row (or in
-bulk), and one user's repeated memories side by side with a merge button. Every change goes through memory.actions."""
+bulk), and one user's repeated memories side by side with a merge button. Every change goes through memory.actions,
+a delete through orchestration's forgetting (its words leave what was derived from them), so the queue sits here,
+above both."""
 from __future__ import annotations
 
 import uuid
@@ -16,6 +18,13 @@ from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from infra.errors import AppError
+from memory import actions as memory_actions
+from memory.admin_columns import ConfidenceFilter, MemoryColumns, memory_text_short
+from memory.models import MemoryEvent, MemoryRecord, MemoryReview
+from memory.overview import memory_origin, said_by
+from memory.review import near_duplicate_pairs, review_pending
+from memory.subjects import slot_words
+from orchestration.forgetting import memory_forget
 from tenants.admin import (
     ScopedTenantFilter,
     TenantScopedAdminMixin,
@@ -29,13 +38,6 @@ from tenants.admin import (
     wide_text,
 )
 from tenants.models import EndUser, Tenant
-
-from . import actions as memory_actions
-from .admin_columns import ConfidenceFilter, MemoryColumns, memory_text_short
-from .models import MemoryEvent, MemoryRecord, MemoryReview
-from .overview import memory_origin, said_by
-from .review import near_duplicate_pairs, review_pending
-from .subjects import slot_words
 
 
 def controls_apply(admin_view, request, records, control, verb: str) -> None:
@@ -157,12 +159,14 @@ class MemoryReviewAdmin(MemoryColumns, UserFilterMediaMixin, TenantScopedAdminMi
     ROW_CONTROLS = {
         "approve": (memory_actions.memory_approve, "approved"),
         "reject": (memory_actions.memory_reject, "rejected"),
-        "delete": (memory_actions.memory_delete, "deleted"),
+        # The record stays restorable; the words it was made of leave the messages, notes, bridges and receipts.
+        "delete": (memory_forget, "deleted"),
     }
 
     def review_row_view(self, request, object_id):
         """One row's button: approve, reject or delete it, or save its edited text (and approve it). Every change
-        goes through memory.actions as the staff user; the reviewer comes back to the queue where they were."""
+        goes through memory.actions (a delete through forgetting) as the staff user; the reviewer comes back to the
+        queue where they were."""
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
         if not self.has_change_permission(request):
