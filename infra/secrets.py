@@ -46,17 +46,20 @@ my key pass pwd pw foo bar baz qux abc admin root user guest dev local localhost
 true false str string env var value here new old some random super strong secure insecure unsafe temp tmp hello
 world welcome
 """.split())
-# Values published as examples, in countless tutorials: jwt.io's token signature, pyotp's TOTP secret.
-_PUBLIC_EXAMPLES = ("SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c", "JBSWY3DPEHPK3PXP")
+# Values published as examples, in countless tutorials: jwt.io's token signature, pyotp's TOTP secret, the tokens of
+# Django REST framework's authentication docs.
+_PUBLIC_EXAMPLES = ("SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c", "JBSWY3DPEHPK3PXP",
+                    "9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b", "401f7ac837da42b97f613d789819ff93537bee6a")
 
 # A reference to a value rather than the value: `request.form["password"]`, `jwt.encode(`, `process.env.X`, `getpass()`.
 _EXPRESSION = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\?\.|\.|::|->)[A-Za-z_$][\w$]*)+"
                          r"|[A-Za-z_$][\w$]*\s*[(\[]")
 # ... unless it holds what code between brackets does not and passwords do: `Sk(O90Cv$p0e`, `z(c$(Cxk)rU9&5Xr2`.
 _NOT_CODE = re.compile(r"[&!#%^@~*]|[A-Za-z0-9]\$")
-# A value filled in elsewhere: `${TOKEN}`, `{{ password }}`, `%(pw)s`, `<password>`, `{password}`, `$1`, `:password`,
-# `!vault |` (a YAML tag).
-_TEMPLATE = re.compile(r"\$\{|\$\(|\{\{|\{%|<%|%\(|#\{|^[<{\[!]|^\$\w+$|^%\w+%$|^:\w+$|^@\w+$")
+# A value filled in elsewhere or computed: `${TOKEN}`, `{{ password }}`, `%(pw)s`, `<password>`, `{password}`, `$1`,
+# `:password`, `!vault |` (a YAML tag), `(lambda: password)`.
+_TEMPLATE = re.compile(r"\$\{|\$\([a-z][\w-]*(?:\s|\)|$)|\{\{|\{%|<%|%\(|#\{|^[<{\[!]|^\$\w+$|^%\w+%$|^:\w+$"
+                       r"|^@\w+$|^\(\s*(?:[a-z_]+(?!\w)|[A-Za-z_$]+[.(\[])")
 # What a password is stored as: a hash (bcrypt, argon2, crypt, Django's pbkdf2, a hex digest), not the password.
 _HASHED = re.compile(r"\$(?:2[abxy]?|argon2(?:id|i|d)|[156]|scrypt|pbkdf2[\w-]*)\$|^pbkdf2_\w+\$|^[0-9a-fA-F]{32,128}$")
 _PART = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
@@ -75,9 +78,12 @@ def _sequential(value: str) -> bool:
 
 def _short_parts(value: str) -> bool:
     """Random text breaks into short parts ("aB3xYz9Qk" -> a, B, 3, x, Yz, 9, Qk); words and identifiers do not
-    ("Double-check", "getAccessToken")."""
+    ("Double-check", "getAccessToken", "Qwen2_5_VLCausalLMOutputWithPast": most of their letters are in long parts)."""
     parts = _PART.findall(value)
-    return bool(parts) and sum(map(len, parts)) / len(parts) < 4
+    if not parts:
+        return False
+    long_chars = sum(len(p) for p in parts if len(p) >= 4 and not p.isdigit())
+    return sum(map(len, parts)) / len(parts) < 4 and long_chars < 0.4 * len(value)
 
 
 def _looks_random(value: str, min_len: int = 16) -> bool:
@@ -106,7 +112,8 @@ def _trivial_digits(value: str) -> bool:
 # a fixed part that no ordinary word or id has.
 _VENDOR: list[tuple[str, str]] = [
     ("api_key", r"sk-ant-(?:api|admin|sid)\d\d-[A-Za-z0-9_-]{20,}"),  # Anthropic
-    ("api_key", r"sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}"),  # OpenAI
+    ("api_key", r"sk-(?:proj|svcacct|admin|None|live|test)-[A-Za-z0-9_-]{20,}"),  # OpenAI and the like
+    ("api_key_legacy", r"sk-[A-Za-z0-9]{20,}(?![\w-])"),  # OpenAI's older keys, and many services' since
     ("api_key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,}"),  # Stripe
     ("aws_key", r"(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}\b"),
     ("github_token", r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}"),
@@ -144,17 +151,24 @@ _PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?P<
                           r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)", re.S)
 _JWT = re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.(?P<sig>[A-Za-z0-9_-]{16,})")
 _JWT_SHAPE = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.?[A-Za-z0-9_-]*")
-_URL_CREDENTIALS = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@\"'`]*:(?P<pw>[^\s@/\"'`]+)@[^\s\"'`<>)\]]*", re.I)
+# Brackets never stand in a URL's user or password (RFC 3986): "git://[path-to-repo[:]][ref@]path" is a syntax.
+_URL_CREDENTIALS = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s:/@\"'`\[\]]*:(?P<pw>[^\s@/\"'`\[\]]+)@[^\s\"'`<>)\]]*",
+                              re.I)
 _BEARER = re.compile(r"(?i)\bbearer\s+(?P<tok>[A-Za-z0-9._~+/=-]{16,})")
 _BASIC = re.compile(r"\bBasic\s+(?P<tok>[A-Za-z0-9+/]{8,}={0,2})(?![\w+/=])")
 _SSN = re.compile(r"\b(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}\b")
 # Not the digits of a decimal number ("succeeded in 0.0048812345678901234s" is a duration, not a card). The exact
 # pattern is slow on digit-heavy text, so it runs only where the quick one finds thirteen digits in a row.
-_CARD = re.compile(r"(?<![\d-])(?<!\d[.,])(?:\d[ -]?){12,18}\d(?![\d-])(?![.,]\d)")
+_CARD = re.compile(r"(?<![\w-])(?<!\d[.,])(?:\d[ -]?){12,18}\d(?![\w-])(?![.,]\d)")
+# The networks' issuer prefixes: Visa 4, Mastercard 51-55 and 2221-2720, Amex 34/37, Discover and UnionPay 6, JCB 35,
+# Diners 30/36/38/39, Maestro 50/56-69, JCB's older 2131 and 1800. Ids and timestamps that pass Luhn by chance mostly
+# start otherwise.
+_CARD_ISSUER = re.compile(r"[456]|3[04-9]|2(?:22[1-9]|2[3-9]|[3-6]|7[01]|720)|2131|1800")
 _CARD_HINT = re.compile(r"\d(?:[ -]?\d){12}")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}\b")
 # A long random string with no label and no known prefix; hashes (hex), ids and digests are not among them.
 _OPAQUE = re.compile(r"(?<![\w+/=.-])[A-Za-z0-9_+/-]{32,}={0,2}(?![\w+/=-])")
+_SLUG_PART = re.compile(r"(?:^|[/_-])[a-z]{4,}(?:[/_-]|$)")
 _DIGEST_BEFORE = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)[-:]|base64,|integrity=\"?|[/.#?&=:$]|\\)$")
 
 
@@ -165,7 +179,12 @@ def _run_spans(text: str, low: str):
         for m in _VENDOR_RE.finditer(text, start, end):
             if (m.start() and _WORD_CHAR.match(text, m.start() - 1)) or _PLACEHOLDER_MARK.search(m.group(0)):
                 continue
-            yield m.start(), m.end(), next(kind for kind, p in _VENDOR_KINDS if p.match(text, m.start(), m.end()))
+            kind = next(kind for kind, p in _VENDOR_KINDS if p.match(text, m.start(), m.end()))
+            if kind == "api_key_legacy":  # "sk-" alone prefixes CSS classes and slugs too: the rest must look random
+                if not _looks_random(m.group(0)[3:]):
+                    continue
+                kind = "api_key"
+            yield m.start(), m.end(), kind
         if end - start >= 32:
             for m in _OPAQUE.finditer(text, start, end):
                 if _opaque_valid(m.group(0), text, m.start(), m.end()):
@@ -235,8 +254,19 @@ def _iban_valid(candidate: str) -> bool:
     return iban.is_valid(candidate, check_country=False)
 
 
+def _card_layout(groups: list[str]) -> bool:
+    """Written in one piece, in fours (the last group shorter), or as Amex and Diners print it (4-6-5, 4-6-4)."""
+    sizes = [len(g) for g in groups]
+    return (len(sizes) == 1 or all(n == 4 for n in sizes[:-1]) and 1 <= sizes[-1] <= 4
+            or sizes in ([4, 6, 5], [4, 6, 4]))
+
+
 def _card_valid(candidate: str) -> bool:
+    if not _card_layout(re.split(r"[ -]", candidate)):
+        return False
     digits = re.sub(r"\D", "", candidate)
+    if not _CARD_ISSUER.match(digits):
+        return False
     # A run of one repeated digit passes Luhn by accident of arithmetic ("0000 0000 0000 0000"); a real card number,
     # test numbers such as 4111 1111 1111 1111 included, has at least two digits.
     return 13 <= len(digits) <= 19 and luhn.is_valid(digits) and len(set(digits)) > 1
@@ -247,6 +277,8 @@ def _opaque_valid(token: str, text: str, start: int, end: int) -> bool:
     # words (long parts), hex digests and UUIDs fail it; base64 digests (SRI, data: URLs), path segments and the
     # parts of a dotted token are known by what stands beside them.
     if len(token) > 200 or _DIGEST_BEFORE.search(text[max(0, start - 16):start]) or text[end:end + 1] == ".":
+        return False
+    if _SLUG_PART.search(token):  # a path or slug: "django-developers/zwQju7hbG78"
         return False
     lower, upper, digit = (len(re.findall(p, token)) for p in (r"[a-z]", r"[A-Z]", r"\d"))
     return (min(lower, upper, digit) >= 2 and _entropy(token) >= 4.2 and _short_parts(token)
@@ -307,7 +339,11 @@ without from by at as if when because which who what where how why yesterday tod
 unknown known unique optional mandatory visible hidden private public sensitive important fine good bad okay great
 mine yours ours theirs case wrong right set unset present absent available ready active inactive enabled disabled
 provided accepted rejected generated rotated revoked leaked compromised encrypted hashed salted encoded plain plaintext
+given taken shown known written sent kept lost chosen broken hidden done made found told shared said read seen bought
+forgot
 """.split())
+# "my password is sunshine", "the wifi password was sunshine": a one-word password is given about someone's password.
+_OWNER_BEFORE = re.compile(r"(?i)\b(?:my|our|your|his|her|their|the|its)\b[\w \t-]{0,30}$")
 _DESCRIPTIVE_ENDINGS = ("ed", "ing", "ly", "able", "ible", "ful", "less", "ous", "ive", "ion", "ness", "ment", "ent",
                         "ant", "ical", "ure")
 
@@ -315,6 +351,8 @@ _DESCRIPTIVE_ENDINGS = ("ed", "ing", "ly", "able", "ible", "ful", "less", "ous",
 def _label_class(parts: list[str], before: str) -> str | None:
     """Which secret the identifier's parts name, if any: the label is its last part, or the one before a trailing
     part such as `_confirm`; a part after it that names something else (`password_hash`, `token_url`) is no label."""
+    if "public" in parts:  # publicKeyToken, public_key: published on purpose
+        return None
     while len(parts) > 1 and (parts[-1] in _TRAILING_PARTS or parts[-1].isdigit()):
         parts = parts[:-1]
     last, prev = parts[-1], (parts[-2] if len(parts) > 1 else before)
@@ -332,7 +370,7 @@ def _label_class(parts: list[str], before: str) -> str | None:
     return None
 
 
-def _password_value(value: str, *, prose: bool = False, tail: str = "") -> bool:
+def _password_value(value: str, *, prose: bool = False, head: str = "", tail: str = "") -> bool:
     """A password given as a literal: not a template, a dummy or a stored hash, and shaped like one."""
     if _TEMPLATE.search(value) or _HASHED.search(value) or _placeholder(value):
         return False
@@ -346,10 +384,11 @@ def _password_value(value: str, *, prose: bool = False, tail: str = "") -> bool:
         return True
     # "my password is sunshine": in a sentence a single word given as the password is one, unless it describes it.
     return (prose and value.isalpha() and len(value) >= 4 and value.lower() not in _NOT_A_VALUE
-            and not value.lower().endswith(_DESCRIPTIVE_ENDINGS) and bool(_SENTENCE_END.match(tail)))
+            and not value.lower().endswith(_DESCRIPTIVE_ENDINGS) and bool(_SENTENCE_END.match(tail))
+            and bool(_OWNER_BEFORE.search(head)))
 
 
-def _value_is_secret(cls: str, value: str, how: str, quoted: bool, tail: str) -> bool:
+def _value_is_secret(cls: str, value: str, how: str, quoted: bool, head: str, tail: str) -> bool:
     if not quoted and _EXPRESSION.match(value) and not _NOT_CODE.search(value):
         return False
     if _JWT_SHAPE.fullmatch(value):  # a token's own format decides (the jwt.io example is no secret)
@@ -360,7 +399,7 @@ def _value_is_secret(cls: str, value: str, how: str, quoted: bool, tail: str) ->
     if how == "bare" and not quoted:  # "Password Storage", "token TEXT": no marker, only a random value counts
         return cls == "token" and _looks_random(value) and not _placeholder(value)
     if cls == "password":
-        return _password_value(value, prose=how == "prose" and not quoted, tail=tail)
+        return _password_value(value, prose=how == "prose" and not quoted, head=head, tail=tail)
     return _looks_random(value, 12) and not _TEMPLATE.search(value) and not _placeholder(value)
 
 
@@ -401,8 +440,8 @@ def _labelled_spans(text: str, low: str):
                 continue
             v_start, v_end = at, at + len(bare.group(0).rstrip(".,:;?)]}*"))
         value = text[v_start:v_end]
-        if value and REDACTED not in value and _value_is_secret(cls, value, marker.lastgroup, bool(quoted),
-                                                                 text[v_end:v_end + 40]):
+        head, tail = text[max(0, start - 40):start], text[v_end:v_end + 40]
+        if value and REDACTED not in value and _value_is_secret(cls, value, marker.lastgroup, bool(quoted), head, tail):
             done = v_end
             yield v_start, v_end, "password" if cls == "password" else "pin" if cls == "cvv" else cls
 
