@@ -168,6 +168,8 @@ _CARD_HINT = re.compile(r"\d(?:[ -]?\d){12}")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]){11,30}\b")
 # A long random string with no label and no known prefix; hashes (hex), ids and digests are not among them.
 _OPAQUE = re.compile(r"(?<![\w+/=.-])[A-Za-z0-9_+/-]{32,}={0,2}(?![\w+/=-])")
+# How base64 of common file formats begins: PNG, JPEG, GIF, WebP, PDF, ZIP, gzip, XML, SVG.
+_BASE64_FILES = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR", "JVBERi0", "UEsDB", "H4sI", "PD94bWwg", "PHN2Zy")
 _SLUG_PART = re.compile(r"(?:^|[/_-])[a-z]{4,}(?:[/_-]|$)")
 _DIGEST_BEFORE = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)[-:]|base64,|integrity=\"?|[/.#?&=:$]|\\)$")
 
@@ -261,6 +263,13 @@ def _card_layout(groups: list[str]) -> bool:
             or sizes in ([4, 6, 5], [4, 6, 4]))
 
 
+def _in_arithmetic(text: str, start: int, end: int) -> bool:
+    """A long integer written in code: an argument, a list item or an operand (`default_rng(2435908729190400)`,
+    `[4220315081820346526, ...]`, `mpf(368983957219251)/10**15`). A card number is written as text or quoted."""
+    before, after = text[:start].rstrip()[-1:], text[end:].lstrip()[:1]
+    return before in tuple("([*/+^%") or after in tuple(")]*/^%")
+
+
 def _card_valid(candidate: str) -> bool:
     if not _card_layout(re.split(r"[ -]", candidate)):
         return False
@@ -278,7 +287,7 @@ def _opaque_valid(token: str, text: str, start: int, end: int) -> bool:
     # parts of a dotted token are known by what stands beside them.
     if len(token) > 200 or _DIGEST_BEFORE.search(text[max(0, start - 16):start]) or text[end:end + 1] == ".":
         return False
-    if _SLUG_PART.search(token):  # a path or slug: "django-developers/zwQju7hbG78"
+    if _SLUG_PART.search(token) or token.startswith(_BASE64_FILES):  # a path or slug, an encoded file
         return False
     lower, upper, digit = (len(re.findall(p, token)) for p in (r"[a-z]", r"[A-Z]", r"\d"))
     return (min(lower, upper, digit) >= 2 and _entropy(token) >= 4.2 and _short_parts(token)
@@ -287,7 +296,7 @@ def _opaque_valid(token: str, text: str, start: int, end: int) -> bool:
 
 def _checked_spans(text: str, low: str):
     for m in _CARD.finditer(text) if _CARD_HINT.search(text) else ():
-        if _card_valid(m.group(0)):
+        if _card_valid(m.group(0)) and not (m.group(0).isdigit() and _in_arithmetic(text, m.start(), m.end())):
             yield m.start(), m.end(), "card_number"
     for m in _IBAN.finditer(text):
         if _iban_valid(m.group(0)):

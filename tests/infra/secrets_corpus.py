@@ -168,6 +168,8 @@ KEEP: list[Keep] = [Keep(family, text) for family, text in [
     ("ids", "see https://doi.org/10.1016/S0012365X04001955 and https://web.archive.org/web/20170809091249/https://a.org"),
     ("ids", "# lanes 00 01 02 03 04 05 06 07 | 08 09 10 11 12 13 14 15"),
     ("ids", "ranges = [0x1076000010768, 0x10780000107b1]"),
+    ("ids", "rng = np.random.default_rng(2435908729190400)\nseeds = [4220315081820346526, 7177518203184491332]"),
+    ("ids", 'FONT = b"""\niVBORw0KGgoAAAANSUhEUgAAAx4AAAAUAQAAAAArMtZoAAAEwElEQVR4nABlAJr/AHVE4czCI/4u\n"""'),
     ("ids", "https://groups.google.com/g/django-developers/c/zwQju7hbG78/m/9l934yelwfsJ"),
     ("ids", "class Qwen2_5_VLCausalLMOutputWithPast(ModelOutput):"),
     ("ids", '<span class="sk-toggleable__label-arrow"></span>'),
