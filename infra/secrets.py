@@ -321,7 +321,8 @@ _KEY_QUALIFIERS = frozenset({"api", "secret", "access", "private", "auth", "clie
 _GLUED_LABEL = re.compile(r"(?:password|passwd|pwd|passphrase|token|secret|apikey)$")
 _PIN_PARTS = frozenset({"pin", "otp", "cvv", "cvv2", "cvc", "cvc2"})
 _CODE_QUALIFIERS = frozenset({"pin", "security", "verification", "recovery", "backup", "2fa", "mfa", "otp", "auth",
-                              "authentication", "time"})
+                              "authentication", "time", "access", "door", "gate", "alarm", "entry", "garage", "locker",
+                              "safe", "unlock"})
 # Parts that may follow the label and still name the secret itself (password_confirm, api_key_value, password2).
 _TRAILING_PARTS = frozenset({"confirm", "confirmation", "value", "str"})
 

@@ -146,6 +146,7 @@ KEEP: list[Keep] = [Keep(family, text) for family, text in [
     ("prose", "The secret to good bread is time."),
     ("prose", "The token limit is 4096 and the budget is 1,000 tokens per turn."),
     ("prose", "Use PIN 13 on the Raspberry Pi for the LED."),
+    ("prose", "My zip code is 94103 and the status code was 404."),
     ("prose", "Basic example: a Flask app with a login page."),
     ("prose", "The bearer token goes in the Authorization header."),
     # --- numbers, ids, digests and hashes
@@ -340,6 +341,7 @@ def secrets() -> list[Secret]:
         Secret("pin", "4821", "My PIN is 4821 for the debit card."),
         Secret("pin", "937", "the cvv is 937"),
         Secret("pin", "662901", "my 2fa code is 662901"),
+        Secret("pin", "7319", "The alarm code is 7319, the zip code is 94103."),
         Secret("ssn", "123-45-6789", "my SSN is 123-45-6789"),
     ]
     return out
