@@ -15,7 +15,8 @@ class ContextReceipt(models.Model):
     # The id is chosen when the context is composed, so a task that runs twice writes one receipt.
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
-    # Erasing the user (or the session) removes its receipts: they quote the user's words and memories.
+    # Erasing the user (or the session) removes its receipts: they quote the user's words and memories (words the
+    # user takes back leave the query and the items, orchestration/forgetting.py).
     user = models.ForeignKey("tenants.EndUser", on_delete=models.CASCADE, related_name="+")
     session = models.ForeignKey("chat_sessions.Session", on_delete=models.CASCADE, related_name="+")
     surface = models.CharField(max_length=20)  # context | assistant | openai | mcp | ...
@@ -48,7 +49,9 @@ class ContextReceiptItem(models.Model):
 
     receipt = models.ForeignKey(ContextReceipt, on_delete=models.CASCADE, related_name="items")
     tenant = models.ForeignKey("tenants.Tenant", on_delete=models.CASCADE, related_name="+")
-    # Not a foreign key: a receipt keeps saying what the model read after the memory is edited or forgotten.
+    # Not a foreign key: a receipt keeps saying what the model was given, ranked how, after the memory is edited or
+    # deleted. Its text is derived from the memory's words, so words the user takes back leave it too ("[forgotten]"
+    # in their place, orchestration/forgetting.py); an edit leaves it as the model read it.
     memory_uuid = models.UUIDField()
     included = models.BooleanField(default=True)
     reason = models.CharField(max_length=16, choices=Reason.choices, blank=True, default="")

@@ -13,6 +13,7 @@ import json
 import logging
 import threading
 import uuid
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
@@ -229,6 +230,31 @@ def memory_receipt_usage(*, tenant, memory_id) -> dict:
     found = ContextReceiptItem.objects.for_tenant(tenant).filter(memory_uuid=memory_id, included=True).aggregate(
         turns=Count("receipt", distinct=True), last=Max("receipt__created_at"))
     return {"turns": found["turns"] or 0, "last": found["last"]}
+
+
+# --- words taken back ------------------------------------------------------------------------------------------
+
+
+def receipts_text_rewrite(*, tenant, user, query: Callable[[str], str],
+                          items: Mapping[str, Callable[[str], str]]) -> int:
+    """Rewrite the words the user took back out of their receipts (orchestration.forgetting decides which): each
+    receipt's query through `query`, and each item of a memory in `items` through that memory's rewrite. What was
+    given, its rank, score, tokens and sources stay. Returns how many rows changed."""
+    changed = 0
+    with transaction.atomic():
+        for pk, text in ContextReceipt.objects.for_tenant(tenant).filter(user=user).exclude(query="") \
+                .values_list("pk", "query").iterator():
+            new = query(text)
+            if new != text:
+                changed += ContextReceipt.objects.for_tenant(tenant).filter(pk=pk).update(query=new)
+        if items:
+            for pk, memory_id, text in ContextReceiptItem.objects.for_tenant(tenant) \
+                    .filter(memory_uuid__in=list(items), receipt__user=user) \
+                    .values_list("pk", "memory_uuid", "text").iterator():
+                new = items[str(memory_id)](text)
+                if new != text:
+                    changed += ContextReceiptItem.objects.for_tenant(tenant).filter(pk=pk).update(text=new)
+    return changed
 
 
 # --- retention -------------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Routes of the flows orchestration owns: sessions and messages, imports, a session's context, links and receipts,
-the end-user operations that span the apps (delete/erase, export, bulk delete) and the portable memory format."""
+the end-user operations that span the apps (delete/erase, export, deleting memories) and the portable memory
+format."""
 from django.urls import path, re_path
 
 from .apis import context, portable, receipts, sessions, users
@@ -13,6 +14,8 @@ urlpatterns = [
     path("memories/import", portable.MemoriesImportApi.as_view(), name="memories-import"),
     path("users/<str:user_id>/memories/bulk-delete", users.UserMemoryBulkDeleteApi.as_view(),
          name="user-memories-bulk-delete"),
+    # A user's memories (GET from memory/apis); its DELETE (all of them) forgets what was derived from them too.
+    path("users/<str:user_id>/memories", users.UserMemoryListApi.as_view(), name="user-memories"),
     # A memory's own page (GET, PATCH from memory/apis); its DELETE forgets what was derived from it too. Ids only:
     # the other routes under memories/ (search, export, bulk-delete) are not ids.
     re_path(r"^users/(?P<user_id>[^/]+)/memories/(?P<memory_id>[0-9a-fA-F-]{32,36})$",

@@ -8,6 +8,7 @@ functions return what they changed so the flows can.
 """
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from collections.abc import Callable, Collection
@@ -152,17 +153,57 @@ def message_rows_append(*, tenant: Tenant, session_id, items: list[NewMessage],
 def message_rows_rewrite(*, tenant: Tenant, rewrite: Callable[[str], str], session_ids: Collection = (),
                          message_ids: Collection = ()) -> list[Message]:
     """Rewrite the text of stored messages in place (words the user took back), the messages of these sessions and
-    these messages; their token counts follow. Returns the rows that changed."""
+    these messages; their token counts follow. The arguments of an assistant's tool calls and a tool's result are
+    JSON that clients parse: the rewrite reaches the strings inside it and the JSON stays JSON. Returns the rows
+    that changed."""
     changed = []
     scope = Q(session_id__in=list(session_ids)) | Q(pk__in=list(message_ids))
     with transaction.atomic():
         for m in Message.objects.for_tenant(tenant).select_for_update().filter(scope).order_by("session_id", "seq"):
-            content = rewrite(m.content)
-            if content != m.content:
-                m.content, m.token_count = content, count_tokens(content)
-                m.save(update_fields=["content", "token_count"])
+            content = _json_text_rewrite(m.content, rewrite) if m.role == Message.Role.TOOL else rewrite(m.content)
+            calls = _calls_rewritten(m.tool_calls, rewrite)
+            if (content, calls) != (m.content, m.tool_calls):
+                m.content, m.tool_calls, m.token_count = content, calls, count_tokens(content)
+                m.save(update_fields=["content", "tool_calls", "token_count"])
                 changed.append(m)
     return changed
+
+
+def _json_strings_rewritten(value, rewrite: Callable[[str], str]):
+    if isinstance(value, str):
+        return rewrite(value)
+    if isinstance(value, list):
+        return [_json_strings_rewritten(v, rewrite) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_strings_rewritten(v, rewrite) for k, v in value.items()}
+    return value
+
+
+def _json_text_rewrite(text: str, rewrite: Callable[[str], str]) -> str:
+    """A JSON object or array with its strings rewritten (keys and other values as they were), written again only
+    when one changed; any other text rewritten as text."""
+    if text.lstrip()[:1] not in ("{", "["):
+        return rewrite(text)
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return rewrite(text)
+    new = _json_strings_rewritten(doc, rewrite)
+    return text if new == doc else json.dumps(new, ensure_ascii=False)
+
+
+def _calls_rewritten(tool_calls, rewrite: Callable[[str], str]):
+    if not isinstance(tool_calls, list):
+        return tool_calls
+    calls = []
+    for call in tool_calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if isinstance(fn, dict) and isinstance(fn.get("arguments"), str):
+            arguments = _json_text_rewrite(fn["arguments"], rewrite)
+            if arguments != fn["arguments"]:
+                call = {**call, "function": {**fn, "arguments": arguments}}
+        calls.append(call)
+    return calls
 
 
 def _session_seqs_take(*, tenant: Tenant, session_id, count: int, at: datetime) -> Session | None:

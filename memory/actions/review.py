@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.conf import settings
@@ -185,9 +185,10 @@ def memory_delete(
 
 def memory_delete_all(
     *, tenant: Tenant, user: EndUser, actor_type: str, actor_id: str = "", batch_size: int = 500
-) -> int:
-    """Soft-delete every memory of the user; returns how many changed. Batched so no lock is held long."""
-    changed = 0
+) -> list[MemoryRecord]:
+    """Soft-delete every memory of the user; returns those that changed (forgetting takes their words out of what
+    was derived from them). Batched so no lock is held long."""
+    changed: list[MemoryRecord] = []
     while True:
         with transaction.atomic():
             records = list(
@@ -214,7 +215,7 @@ def memory_delete_all(
                     note="all memories deleted",
                 )
             memory_vectors_enqueue(records)
-            changed += len(records)
+            changed += records
 
 
 # --- bulk delete by filter ------------------------------------------------------------------------------------------
@@ -230,6 +231,8 @@ class BulkDeleteResult:
     sample_ids: list[str]  # dry run: the first matches; otherwise the first deleted
     more: bool  # matches remain past this call's bound: call again
     dry_run: bool
+    # The records deleted, for the flow that takes their words out of what was derived from them.
+    records: list[MemoryRecord] = field(default_factory=list, repr=False, compare=False)
 
 
 def memories_bulk_delete(
@@ -265,7 +268,8 @@ def memories_bulk_delete(
                 note="bulk delete",
             )
     return BulkDeleteResult(
-        matched, len(records), [str(r.pk) for r in records[:BULK_DELETE_SAMPLE]], matched > len(records), False
+        matched, len(records), [str(r.pk) for r in records[:BULK_DELETE_SAMPLE]], matched > len(records), False,
+        records,
     )
 
 

@@ -1,8 +1,9 @@
-"""End-user memory controls: list, get, edit, delete, delete all, export, erase. Validate, call one service,
-serialize; every id is checked against the caller's tenant and the user in the path."""
+"""End-user memory controls: list, get, edit, delete. Validate, call one service, serialize; every id is checked
+against the caller's tenant and the user in the path. Deleting all of a user's memories, export and erase span the
+apps: orchestration/apis/users.py."""
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -107,14 +108,6 @@ class UserMemoryListApi(APIView):
             s for s in MemoryStatus.values if s != MemoryStatus.DELETED]
         qs = memory_list(tenant=tenant, user=user, kinds=kinds, statuses=statuses)
         return paginate(self, request, qs, UserMemoryOutput, ordering="-created_at")
-
-    @extend_schema(responses={200: inline_serializer("MemoriesDeletedOutput", {"deleted": serializers.IntegerField()})},
-                   operation_id="users_memories_delete_all")
-    def delete(self, request, user_id):
-        tenant = request.user.tenant
-        user = access_end_user(tenant=tenant, user_id=user_id)
-        deleted = actions.memory_delete_all(tenant=tenant, user=user, actor_type=END_USER, actor_id=user.external_id)
-        return Response({"deleted": deleted})
 
 
 class UserMemoryDetailApi(APIView):

@@ -1,16 +1,16 @@
 """End-user endpoints whose work spans the apps: a user's erasure (also DELETE of the user), the export of what is
-kept about them, and bulk delete of their memories by filter (a session filter is checked against their sessions).
-Validate, call one service, serialize."""
+kept about them, and the deletes of their memories (one, by filter, all), which take the memories' words out of what
+was derived from them (orchestration/forgetting.py); a session filter is checked against their sessions. Validate,
+call one service, serialize."""
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from infra.errors import ValidationFailed
-from memory import actions
 from memory.apis import controls
 from memory.models import MemoryEvent, MemoryKind, SourceType
 from memory.selectors import MemoryCriteria
@@ -19,7 +19,7 @@ from tenants.selectors import access_end_user
 
 from ..erasure import user_erase
 from ..export import memory_export
-from ..forgetting import memory_forget
+from ..forgetting import memories_bulk_forget, memories_forget_all, memory_forget
 from ..sessions import access_user_session
 
 END_USER = MemoryEvent.Actor.END_USER
@@ -107,8 +107,9 @@ class UserMemoryBulkDeleteApi(APIView):
 
     @extend_schema(request=Input, responses={200: MemoryBulkDeleteOutput}, operation_id="users_memories_bulk_delete",
                    description="Soft-delete the user's memories matching every given filter, oldest first, at most "
-                               "`limit` per call (`more` says whether to call again). `dry_run: true` returns the "
-                               "count and a sample of ids and deletes nothing.")
+                               "`limit` per call (`more` says whether to call again), and take their words out of "
+                               "the messages, notes, bridges and receipts derived from them, as a single delete "
+                               "does. `dry_run: true` returns the count and a sample of ids and deletes nothing.")
     def post(self, request, user_id):
         tenant = request.user.tenant
         user = access_end_user(tenant=tenant, user_id=user_id)
@@ -121,9 +122,24 @@ class UserMemoryBulkDeleteApi(APIView):
         criteria = MemoryCriteria(kinds=tuple(v.get("kind") or ()), source_types=tuple(v.get("source_type") or ()),
                                   session_id=session_id, created_from=v.get("created_from"),
                                   created_to=v.get("created_to"))
-        result = actions.memories_bulk_delete(tenant=tenant, user=user, criteria=criteria, actor_type=END_USER,
-                                              actor_id=user.external_id, dry_run=v["dry_run"], limit=v.get("limit"))
+        result = memories_bulk_forget(tenant=tenant, user=user, criteria=criteria, actor_type=END_USER,
+                                      actor_id=user.external_id, dry_run=v["dry_run"], limit=v.get("limit"))
         return Response(MemoryBulkDeleteOutput(result).data)
+
+
+# A user's memories: GET from memory/apis/controls.py; DELETE deletes them all and takes their words out of what was
+# derived from them, as a single delete does (orchestration/forgetting.py). A comment, not a docstring: the API
+# documentation would show a docstring as the description of both operations.
+class UserMemoryListApi(controls.UserMemoryListApi):
+    @extend_schema(responses={200: inline_serializer("MemoriesDeletedOutput", {"deleted": serializers.IntegerField()})},
+                   operation_id="users_memories_delete_all",
+                   description="Soft-delete all of the user's memories and take their words out of the messages, "
+                               "notes, bridges and receipts derived from them, as a single delete does.")
+    def delete(self, request, user_id):
+        tenant = request.user.tenant
+        user = access_end_user(tenant=tenant, user_id=user_id)
+        deleted = memories_forget_all(tenant=tenant, user=user, actor_type=END_USER, actor_id=user.external_id)
+        return Response({"deleted": len(deleted)})
 
 
 class UserMemoryDetailApi(controls.UserMemoryDetailApi):

@@ -118,8 +118,9 @@ def test_delete_all_deletes_only_that_users_memories(alice, alice_user):
     mine = [memory_make(alice, alice_user, f"fact number {i}") for i in range(3)]
     other_user = end_user_create(tenant=alice, external_id="other")
     theirs = memory_make(alice, other_user, "their fact")
-    assert controls.memory_delete_all(tenant=alice, user=alice_user, actor_type="end_user", batch_size=2) == 3
-    assert controls.memory_delete_all(tenant=alice, user=alice_user, actor_type="end_user") == 0
+    deleted = controls.memory_delete_all(tenant=alice, user=alice_user, actor_type="end_user", batch_size=2)
+    assert sorted(r.pk for r in deleted) == sorted(m.pk for m in mine)
+    assert controls.memory_delete_all(tenant=alice, user=alice_user, actor_type="end_user") == []
     statuses = MemoryRecord.objects.unscoped().filter(pk__in=[m.pk for m in mine]).values_list("status", flat=True)
     assert set(statuses) == {"deleted"}
     assert points_of(alice, alice_user) == {}

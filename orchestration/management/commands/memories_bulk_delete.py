@@ -1,14 +1,15 @@
 """manage.py memories_bulk_delete --tenant SLUG --user USER [filters] [--dry-run]: soft-delete one end user's
-memories by kind, source type, session and creation date, through the same transition as a single delete."""
+memories by kind, source type, session and creation date, as a single delete does: the same transition, and their
+words taken out of what was derived from them (orchestration/forgetting.py), one pass per bounded call."""
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
 
 from infra.errors import AppError
-from memory.actions import memories_bulk_delete
 from memory.models import MemoryEvent, MemoryKind, SourceType
 from memory.selectors import MemoryCriteria
+from orchestration.forgetting import memories_bulk_forget
 from orchestration.sessions import access_user_session
 from tenants.selectors import end_user_by_ref, tenant_by_ref
 
@@ -25,7 +26,8 @@ def _when(value: str | None, what: str):
 
 
 class Command(BaseCommand):
-    help = "Soft-delete an end user's memories matching every given filter (history and vector writes included)."
+    help = ("Soft-delete an end user's memories matching every given filter (history and vector writes included) and "
+            "take their words out of the messages, notes, bridges and receipts derived from them.")
 
     def add_arguments(self, parser):
         parser.add_argument("--tenant", required=True, help="Tenant slug or id.")
@@ -57,7 +59,7 @@ class Command(BaseCommand):
                                "--created-to).")
         deleted = 0
         while True:
-            result = memories_bulk_delete(tenant=tenant_row, user=user_row, criteria=criteria,
+            result = memories_bulk_forget(tenant=tenant_row, user=user_row, criteria=criteria,
                                           actor_type=MemoryEvent.Actor.STAFF, actor_id="manage.py",
                                           dry_run=dry_run)
             if dry_run:
