@@ -7,12 +7,14 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from infra.embedder import get_embedder
 from infra.errors import ServiceUnavailable
 from infra.vector_store import Scope, get_vector_store
+from infra.vector_store.base import Search
 
 from ..models import MemoryKind, MemoryRecord, MemoryStatus
 from .candidate import Candidate, value_normalize
-from .updates import changes_particulars, same_topic, says_it_changed, says_no_more
+from .updates import change_sentences, changes_particulars, replaces, same_topic, says_it_changed, says_no_more
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +22,10 @@ CREATE, REINFORCE, SUPERSEDE, OUTDATED, SKIP = "create", "reinforce", "supersede
 # Kinds that state something about the user: one statement is one memory whichever of these an extractor filed it
 # under (the remember tool's "fact" and the rules' "preference" for the same words). Goals and events stay apart.
 STATEMENT_KINDS = ("fact", "preference", "procedure")
+# What a statement of change can replace: whatever states the old value, the user's words, a distilled statement or
+# a session note's line. A goal is not replaced by its being done.
+REPLACEABLE_KINDS = (MemoryKind.EVENT, MemoryKind.NOTE, *STATEMENT_KINDS)
+CHANGE_NEIGHBOURS = 8  # the memories a change is checked against, from each of the dense and the keyword search
 
 
 def comparable_kinds(kind: str) -> list[str]:
@@ -81,6 +87,10 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
         decision = _decide(tenant=tenant, user=user, candidate=candidate, vector=vector, stated_at=stated_at,
                            threshold=threshold, who=who)
         displaced = _displaced_preferences(tenant=tenant, user=user, candidate=candidate)
+        if decision.action in (CREATE, SUPERSEDE):
+            displaced += _replaced_statements(tenant=tenant, user=user, candidate=candidate, vector=vector,
+                                              stated_at=stated_at, who=who)
+        displaced = [mid for mid in dict.fromkeys(displaced) if mid not in decision.target_ids]
         if displaced and decision.action in (CREATE, SUPERSEDE):
             decision = Decision(candidate, SUPERSEDE, [*decision.target_ids, *displaced])
         decisions.append(decision)
@@ -95,6 +105,41 @@ def _displaced_preferences(*, tenant, user, candidate: Candidate) -> list[str]:
         return []
     return [str(mid) for mid in MemoryRecord.objects.for_tenant(tenant).filter(
         user=user, subject=over, status=MemoryStatus.ACTIVE, value="positive").values_list("id", flat=True)]
+
+
+def _replaced_statements(*, tenant, user, candidate: Candidate, vector: list[float], stated_at,
+                         who: str) -> list[str]:
+    """The earlier memories whose value the user's words say has changed ("we migrated the service from MySQL to
+    PostgreSQL", "the standup moved again, it is at 11:00 now"): each a statement of what holds on a subject the change
+    names, with the value it changed from or another value where the change names its new one (updates.replaces).
+    Found among the change's nearest memories by meaning and by its words, so a long statement whose vector says
+    many things is found by the words it shares with the change. Said before it only: a change extracted late does
+    not replace what was said after it."""
+    if candidate.kind != MemoryKind.EVENT or candidate.source_type == "assistant":
+        return []
+    said = change_sentences(candidate.text)
+    if not said:
+        return []
+    scope = Scope(tenant_id=str(tenant.pk), user_id=str(user.pk))
+    try:
+        answers = get_vector_store().search_batch([
+            Search(scope, dense=vector, limit=CHANGE_NEIGHBOURS, kinds=REPLACEABLE_KINDS, payload_keys=()),
+            Search(scope, text=" ".join(said), limit=CHANGE_NEIGHBOURS, kinds=REPLACEABLE_KINDS, payload_keys=())])
+    except ServiceUnavailable as exc:
+        log.warning("change check skipped, vector store unavailable: %s", exc)
+        return []
+    ids = list(dict.fromkeys(hit.memory_id for hits in answers for hit in hits))
+    rows = MemoryRecord.objects.for_tenant(tenant).filter(user=user, pk__in=ids, status=MemoryStatus.ACTIVE)
+    if stated_at is not None:
+        rows = rows.filter(created_at__lt=stated_at)
+    return [str(mid) for mid, text in rows.values_list("id", "text")
+            if any(replaces(change, text, who=who, alike=_alike) for change in said)]
+
+
+def _alike(a: str, b: str) -> float:
+    """How alike two sentences mean (the cosine of their embeddings); asked only of the few that the words of a
+    change already tie to an earlier statement."""
+    return _cosine(*get_embedder().embed([a, b]))
 
 
 def _decide(*, tenant, user, candidate: Candidate, vector: list[float], stated_at, threshold: float,
