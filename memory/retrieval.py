@@ -55,6 +55,7 @@ from .retrieval_query import QueryPlan, query_build, query_plan, without_names
 from .retrieval_ranking import (
     Ask,
     Candidate,
+    Found,
     candidates_fuse,
     candidates_gather,
     candidates_shortlist,
@@ -209,12 +210,12 @@ def _candidates(*, tenant, user_ids: list[str], plan: QueryPlan, pending, now: d
     gather = functools.partial(candidates_gather, tenant=tenant, user_ids=user_ids,
                                limit=settings.MEMORY_RETRIEVAL_CANDIDATES, now_epoch=now.timestamp(),
                                statuses=("active", "superseded") if as_of is not None or replaced else ("active",))
-    searches: list[dict[str, Candidate]] = [{} for _ in (plan.text, *plan.parts)]
+    searches = [Found() for _ in (plan.text, *plan.parts)]
     window = said_window(plan.text, now) if settings.MEMORY_SEARCH_NAMED_DATES else None
     # The question names a time: what was said then is searched on its own, and its best stands beside the best of
     # all time (ranked in turn with it), since a question about a day is most often about that day.
     said = (window[0].timestamp(), window[1].timestamp()) if window is not None else None
-    then: dict[str, Candidate] = {}
+    then = Found()
     texts = [Ask(found, text=t) for found, t in zip(searches, (plan.text, *plan.parts))]
     gather([*texts, *([Ask(then, text=plan.text, said_between=said)] if said else [])])
     try:
@@ -225,8 +226,9 @@ def _candidates(*, tenant, user_ids: list[str], plan: QueryPlan, pending, now: d
     dense = [Ask(found, vector=v) for found, v in zip(searches, (vector, *part_vectors))]
     gather([*dense, *([Ask(then, vector=vector, said_between=said)] if said else [])])
     if exclude_session_id is not None:
-        def kept(found: dict[str, Candidate]) -> dict[str, Candidate]:
-            return {mid: c for mid, c in found.items() if c.payload.get("session_id") != str(exclude_session_id)}
+        def kept(found: Found) -> Found:
+            return Found({mid: c for mid, c in found.items() if c.payload.get("session_id") != str(exclude_session_id)},
+                         keywords_complete=found.keywords_complete)
 
         searches, then = [kept(found) for found in searches], kept(then)
     cands = candidates_fuse(*searches, by_rank=then)

@@ -46,6 +46,15 @@ TIER_TOKENS = 250  # tier 0 covers twice this: about what the smallest useful me
 UNSIZED_TOKENS = 20  # a point written before sizes were kept in its payload counts as a short memory
 
 
+class Found(dict):
+    """One search's candidates by memory id (Candidate), and the users whose keyword search came back complete (fewer
+    hits than its limit): every memory of theirs that shares a word with the query is among its hits."""
+
+    def __init__(self, *args, keywords_complete=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.keywords_complete: set[str] = set(keywords_complete)
+
+
 @dataclass(frozen=True)
 class Ask:
     """One search of a retrieval: dense (vector) or BM25 (text), optionally only what was said in a window (epoch
@@ -68,7 +77,7 @@ def candidates_gather(asks: list[Ask], *, tenant, user_ids: list[str], limit: in
             searches.append(Search(Scope(tenant_id=tenant_id, user_id=user_id), dense=ask.vector, text=ask.text,
                                    limit=limit, statuses=statuses, not_expired_at=now_epoch,
                                    payload_keys=HIT_PAYLOAD_KEYS, said_between=ask.said_between))
-            targets.append((ask.into, "dense" if ask.vector is not None else "sparse"))
+            targets.append((ask.into, "dense" if ask.vector is not None else "sparse", user_id))
     if not searches:
         return
     try:
@@ -78,7 +87,9 @@ def candidates_gather(asks: list[Ask], *, tenant, user_ids: list[str], limit: in
     except Exception as exc:
         raise ServiceUnavailable(f"Memory search failed: {exc.__class__.__name__}", code="vector_store_unavailable") \
             from exc
-    for (found, attr), hits in zip(targets, answers, strict=True):
+    for (found, attr, user_id), hits in zip(targets, answers, strict=True):
+        if attr == "sparse" and len(hits) < limit and isinstance(found, Found):
+            found.keywords_complete.add(user_id)
         for hit in hits:
             # Second guard after the store's own: a hit outside this tenant and these users is dropped.
             if hit.payload.get("tenant_id") != tenant_id or hit.payload.get("user_id") not in user_ids:
@@ -90,8 +101,19 @@ def candidates_gather(asks: list[Ask], *, tenant, user_ids: list[str], limit: in
 
 
 def _fused(cands: dict[str, Candidate]) -> dict[str, float]:
+    """Each candidate's dense and keyword z-scores added; one that a retriever did not return gets that retriever's
+    floor, its lowest z-score (what it left out scored no higher).
+
+    Keyword hits without spread (a single hit, or hits that tie) all standardise to 0, the floor itself: the one
+    passage of a long message that holds the query's rare word would count for no more than its passages without it.
+    When the keyword search came back complete for a candidate's user, that candidate is known to score 0, and those
+    zeros give the hits their place."""
     zd, floor_d = _standardise({k: c.dense for k, c in cands.items() if c.dense is not None})
-    zs, floor_s = _standardise({k: c.sparse for k, c in cands.items() if c.sparse is not None})
+    sparse = {k: c.sparse for k, c in cands.items() if c.sparse is not None}
+    if len(set(sparse.values())) == 1 and isinstance(cands, Found):
+        sparse.update({k: 0.0 for k, c in cands.items()
+                       if k not in sparse and c.payload.get("user_id") in cands.keywords_complete})
+    zs, floor_s = _standardise(sparse)
     return {k: zd.get(k, floor_d) + (zs.get(k, floor_s) if zs else 0.0) for k in cands}
 
 
