@@ -46,7 +46,7 @@ from infra.tokens import count_tokens
 from infra.vector_store import ScopeMissing
 
 from .excerpts import CUT, excerpt, key_weights, query_keys
-from .extraction.classify import informative_text
+from .extraction.classify import informative_text, is_phatic
 from .models import MemoryKind
 from .named_dates import said_window
 from .provenance import provenance_line
@@ -190,7 +190,7 @@ def memory_retrieve_for_users(*, tenant, users, query: str, goal: str = "", k: i
         block=BlockBudget(token_budget), k=k, part_max=part_max,
         weights=key_weights(query_keys(plan.text), [r["text"] for _, r in ranked]) if part_max else {},
         nearby=_nearby(tenant=tenant, ranked=ranked, users=users, turns_around=neighbours) if expand else None,
-        parts=functools.partial(_score_parts, cands, now))
+        parts=functools.partial(_score_parts, cands, now), names=tuple(u.display_name or "" for u in users))
     cut = walk.run(ranked)
     out = walk.shown
     if left_out is not None and cut is not None and len(out) < k:
@@ -209,6 +209,7 @@ def _candidates(*, tenant, user_ids: list[str], plan: QueryPlan, pending, now: d
     the dense searches, as another."""
     gather = functools.partial(candidates_gather, tenant=tenant, user_ids=user_ids,
                                limit=settings.MEMORY_RETRIEVAL_CANDIDATES, now_epoch=now.timestamp(),
+                               kinds=retrieved_kinds(),
                                statuses=("active", "superseded") if as_of is not None or replaced else ("active",))
     searches = [Found() for _ in (plan.text, *plan.parts)]
     window = said_window(plan.text, now) if settings.MEMORY_SEARCH_NAMED_DATES else None
@@ -236,6 +237,14 @@ def _candidates(*, tenant, user_ids: list[str], plan: QueryPlan, pending, now: d
         skip = {str(i) for i in skip_ids}
         cands = {mid: c for mid, c in cands.items() if mid not in skip}
     return cands
+
+
+def retrieved_kinds() -> tuple[str, ...]:
+    """The kinds of memory a retrieval returns. A session note's lines are sentences quoted from the session's turns
+    without the turn around them: read as evidence they stand in for the turn that says more (who asked, what was
+    answered), and a reader takes a quoted reaction for a fact. They serve the bridge and the admin; retrieval returns
+    them only where MEMORY_RETRIEVE_NOTES says so."""
+    return tuple(k for k in MemoryKind.values if k != MemoryKind.NOTE or settings.MEMORY_RETRIEVE_NOTES)
 
 
 def _ranked(*, tenant, user_ids: list[str], cands: dict[str, Candidate], k: int, token_budget: int | None,
@@ -297,6 +306,7 @@ class _BudgetWalk:
     weights: dict[str, float]  # the query's words, weighted, that pick a long memory's best sentences
     nearby: dict[str, list[tuple[str, str]]] | None  # the turns around the best episodic hits; None: no expansion
     parts: Callable[[dict], dict]  # row -> the terms of its score (score_parts)
+    names: tuple[str, ...] = ()  # the people in scope: a turn that only greets or thanks them is never shown
     shown: list[RetrievedMemory] = field(default_factory=list)
     shown_turns: set[str] = field(default_factory=set)  # messages in the result (own memory or shown as a neighbour)
     shown_texts: set[str] = field(default_factory=set)  # words shown (both people's copy of a turn is said once)
@@ -319,7 +329,7 @@ class _BudgetWalk:
                 return None
             if self.block.full():
                 return pos
-            if self._repeats(row, more_passages=more_passages):
+            if self._repeats(row, more_passages=more_passages) or is_phatic(row["text"], names=self.names):
                 continue
             m = _retrieved(row, score, self.parts(row))
             m.valid_from, m.valid_to = row.get("valid_from"), row.get("valid_to")

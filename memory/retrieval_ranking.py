@@ -66,16 +66,17 @@ class Ask:
 
 
 def candidates_gather(asks: list[Ask], *, tenant, user_ids: list[str], limit: int, now_epoch: float,
-                      statuses=("active",)) -> None:
+                      statuses=("active",), kinds: tuple[str, ...] | None = None) -> None:
     """Every ask for every user in scope, as one batch over the shard (one planned pass, one call), each hit added
-    to its ask's `into` as a Candidate with its dense or sparse score."""
+    to its ask's `into` as a Candidate with its dense or sparse score. kinds: only memories of these kinds (None:
+    any)."""
     store = get_vector_store()
     tenant_id = str(tenant.pk)
     searches, targets = [], []
     for ask in asks:
         for user_id in user_ids:
             searches.append(Search(Scope(tenant_id=tenant_id, user_id=user_id), dense=ask.vector, text=ask.text,
-                                   limit=limit, statuses=statuses, not_expired_at=now_epoch,
+                                   limit=limit, statuses=statuses, kinds=kinds, not_expired_at=now_epoch,
                                    payload_keys=HIT_PAYLOAD_KEYS, said_between=ask.said_between))
             targets.append((ask.into, "dense" if ask.vector is not None else "sparse", user_id))
     if not searches:

@@ -498,3 +498,35 @@ def test_a_memory_whose_shown_sentences_were_all_shown_already_gives_its_place_t
     assert [m.memory_id for m in walk.shown] == ["m1", "m3"]
     assert sum(pasted[:40] in m.text for m in walk.shown) == 1
     assert sentences_said("Priya: The invoices table grew. … Thanks!") == {"the invoices table grew"}
+
+
+def test_a_turn_that_only_greets_the_people_asked_about_is_never_retrieved(alice):
+    """A question that names both people of a conversation pulls their shortest turns by the names alone; a turn that
+    only greets, thanks or says goodbye to them answers nothing and is left out, at any budget and without one."""
+    from tenants.services import end_user_create
+
+    john = end_user_create(tenant=alice, external_id="john", display_name="John")
+    maria = end_user_create(tenant=alice, external_id="maria", display_name="Maria")
+    farewell = memory_create(tenant=alice, user=john, kind="event", text="John: Take care, Maria! See ya!")
+    thanks = memory_create(tenant=alice, user=maria, kind="event", text="Maria: Thanks so much, John!")
+    fact = memory_create(tenant=alice, user=john, kind="event",
+                         text="John: Maria, I started kickboxing classes at the gym near my office.")
+    for budget in (None, 300):
+        found = [m.memory_id for m in memory_retrieve_for_users(
+            tenant=alice, users=[john, maria], query="What did John tell Maria about the gym?", k=10,
+            token_budget=budget)]
+        assert str(fact.pk) in found
+        assert not {str(farewell.pk), str(thanks.pk)} & set(found), found
+
+
+def test_session_note_lines_are_not_retrieved_unless_configured(alice, alice_user, settings):
+    """A note line quotes a sentence without its turn: retrieval returns the turns, and the note's lines only where
+    MEMORY_RETRIEVE_NOTES asks for them."""
+    note = memory_create(tenant=alice, user=alice_user, kind="note", text="Ada: The staging database runs Postgres 16.")
+    turn = memory_create(tenant=alice, user=alice_user, kind="event",
+                         text="Ada: We moved staging to Postgres 16 last week, production follows in June.")
+    found = {m.memory_id for m in memory_retrieve(tenant=alice, user=alice_user, query="Which Postgres on staging?")}
+    assert str(turn.pk) in found and str(note.pk) not in found
+    settings.MEMORY_RETRIEVE_NOTES = True
+    found = {m.memory_id for m in memory_retrieve(tenant=alice, user=alice_user, query="Which Postgres on staging?")}
+    assert str(note.pk) in found
