@@ -19,6 +19,9 @@ from django.db.models import Q, QuerySet
 
 from infra import clock
 from infra.embedder import get_embedder
+from infra.sentences import sentences
+from infra.support import support_share
+from memory.selectors import memory_replaced_texts
 from sessions.models import Session
 
 from .models import BridgeSummary, SessionLink
@@ -191,12 +194,28 @@ def links_bridges_for(*, tenant, session: Session, first_message: str = "") -> l
         return []
     bridges = {str(b.session_id): b for b in BridgeSummary.objects.for_tenant(tenant).filter(
         session_id__in={str(r[1]) for r in rows}).select_related("session")}
+    replaced = memory_replaced_texts(tenant=tenant, user_id=session.user_id) if bridges else []
     out, seen = [], set()
     for kind, sid, score in sorted(rows, key=lambda r: (_KIND_ORDER.get(r[0], 9), -r[2])):
         b = bridges.get(str(sid))
         if b is None or str(sid) in seen:
             continue
         seen.add(str(sid))
-        out.append(LinkedBridge(kind=kind, session_id=str(sid), text=b.text, goal=b.goal,
+        out.append(LinkedBridge(kind=kind, session_id=str(sid), text=bridge_current(b.text, replaced), goal=b.goal,
                                 closed_at=b.session.closed_at, score=score))
     return out
+
+
+# A bridge line that says what a replaced statement says: most of its words (its "Found:" label and the speaker aside).
+REPLACED_SHARE = 0.75
+_BRIDGE_LABELS = ("goal", "found", "decided", "still", "open", "done")
+
+
+def bridge_current(text: str, replaced: list[str]) -> str:
+    """The bridge without the sentences that repeat a statement the user has since replaced: a bridge was written when
+    the old value held, and the next session must not meet it as current (the replaced value comes back only when a
+    question asks what held before, through retrieval)."""
+    if not replaced:
+        return text
+    kept = [s for s in sentences(text) if support_share(s, replaced, ignore=_BRIDGE_LABELS) < REPLACED_SHARE]
+    return " ".join(kept)

@@ -32,6 +32,16 @@ def memory_list(*, tenant: Tenant, user: EndUser | None = None, kinds: list[str]
     return qs
 
 
+REPLACED_READ_MAX = 200  # the most recently replaced statements a read returns: what a bridge may still quote
+
+
+def memory_replaced_texts(*, tenant: Tenant, user_id) -> list[str]:
+    """The texts of the user's memories that a later statement replaced (superseded), newest first, at most
+    REPLACED_READ_MAX."""
+    return list(MemoryRecord.objects.for_tenant(tenant).filter(user_id=user_id, status=MemoryStatus.SUPERSEDED)
+                .order_by("-updated_at").values_list("text", flat=True)[:REPLACED_READ_MAX])
+
+
 @dataclass(frozen=True)
 class MemoryCriteria:
     """Which of a user's memories a bulk operation takes; every given condition must hold."""
