@@ -31,6 +31,8 @@ FIGURES = {
     "buffer.py": [r"\n\s+10\s+[\d.]+ms\s+[\d.]+ms", r"at \d+ turns: composed \d+ tokens vs transcript \d+"],
     "bulk_import.py": [r"bulk import figure: 48 messages in [\d.]+ s \([\d.]+ messages/s"],
     "extraction.py": [r'"rules": \{[^}]*"gold_recall": [\d.]+'],
+    "fragments.py": [r"fragments, product set \(1 conversations, \d+ user messages", r"rows per user message: [\d.]+",
+                     r"mid-token starts\s+\d+\s+\d+", r"heading only\s+\d+\s+\d+", r"exact duplicates\s+\d+\s+\d+"],
     "load.py": [r"errors\s+0 \(", r"throughput\s+[\d.]+ turns/s", r"non-LLM overhead\s+p50 \d+ ms"],
     "locomo.py": [r"\d+ questions", r"recall@10\s+[\d.]+\s+[\d.]+", r"retrieval p50 / p95 \(ms\)\s+[\d.]+ /",
                   r"gold answer's content words held within 1,000 tokens, service / dense baseline: [\d.]+ / [\d.]+"],
