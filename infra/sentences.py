@@ -25,3 +25,23 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
 def sentences(text: str) -> list[str]:
     """The non-blank sentences of the text, stripped."""
     return [text[start:end].strip() for start, end in sentence_spans(text)]
+
+
+def sentences_join(text: str, spans: list[tuple[int, int]]) -> str:
+    """The text of some of its sentences (spans in order, as sentence_spans gives them), the text's own layout kept:
+    between two sentences that follow each other, what lay between them (a blank line, a line break and the next
+    line's indentation, which make a list or a code block); where sentences were left out between them, a blank
+    line, a line break or a space, as was there."""
+    out = ""
+    for n, (start, end) in enumerate(spans):
+        if n == 0:
+            out = text[start:end].lstrip()
+            continue
+        gap = text[spans[n - 1][1]:start]
+        if not gap.strip():
+            out += gap + text[start:end]
+        elif "\n" in gap:
+            out = out.rstrip() + ("\n\n" if re.search(r"\n[ \t]*\n", gap) else "\n") + text[start:end].lstrip("\n")
+        else:
+            out = out.rstrip() + " " + text[start:end].lstrip()
+    return out.strip()

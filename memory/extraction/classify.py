@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from infra.sentences import sentence_spans
+from infra.sentences import sentence_spans, sentences_join
 from infra.unspaced import UNSPACED_CHAR
 
 # Words that carry no memory-worthy content on their own: greetings, thanks, acknowledgements, praise, farewells.
@@ -60,20 +60,15 @@ def is_filler_sentence(sentence: str) -> bool:
 
 
 def informative_text(text: str) -> str:
-    """The message without its filler sentences; empty when nothing is left. Line breaks between what is kept
-    stay (a list, a code block keep their shape); a code fence is not filler."""
+    """The message without its filler sentences; empty when nothing is left. The layout of what is kept stays (blank
+    lines, line breaks, indentation: a list, a code block, paragraphs keep their shape); a code fence is not
+    filler."""
     text = text or ""
     kept = [(a, b) for a, b in sentence_spans(text)
             if text[a:b].lstrip().startswith(("```", "~~~")) or not is_filler_sentence(text[a:b])]
     if not any(_WORD.findall(text[a:b]) for a, b in kept):
         return ""
-    out, previous_end = [], None
-    for a, b in kept:
-        if previous_end is not None:
-            out.append("\n" if "\n" in text[previous_end:a] else " ")
-        out.append(text[a:b].strip() if previous_end is None else text[a:b].rstrip())
-        previous_end = b
-    return "".join(out).strip()
+    return sentences_join(text, kept)
 
 
 _SPEAKER = re.compile(r"^[^:\n]{1,40}:\s")

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from infra.sentences import sentence_spans
+from infra.sentences import sentence_spans, sentences_join
 
 from .candidate import Candidate
 from .injection_authority import authority_claim
@@ -101,10 +101,11 @@ def injection_screen(text: str, *, who: str = "") -> Screening:
         if kinds:
             dropped.append(kinds[0])
         else:
-            kept.append(sentence)
+            kept.append((start, end))
     if not dropped:
         return Screening(text)
-    return Screening(" ".join(kept), dropped)
+    # The rest keeps its layout: joined on one line, a code block or a list would read as one long heading.
+    return Screening(sentences_join(text, kept), dropped)
 
 
 def contains_instruction(text: str, *, who: str = "") -> bool:

@@ -170,9 +170,7 @@ def pasted_log(lines: int = 160) -> str:
     return "\n\n".join([prose[0], "The log from last night:", "```text\n" + "\n".join(log) + "\n```", *prose[1:]])
 
 
-def test_a_long_pasted_block_is_kept_as_whole_as_a_memory_may_be(alice, alice_user):
-    from memory.actions import MEMORY_TEXT_MAX_CHARS
-
+def test_a_long_pasted_block_is_cut_at_line_edges_into_fenced_parts_within_the_window(alice, alice_user):
     alice.memory_ttl_days = {"event": None}
     alice.save()
     text = pasted_log()
@@ -181,16 +179,17 @@ def test_a_long_pasted_block_is_kept_as_whole_as_a_memory_may_be(alice, alice_us
                       key=lambda p: p.metadata["passage"])
     blocks = [p for p in passages if "```" in p.text]
     log = text.split("```text\n")[1].split("\n```")[0]
-    # The log is as few memories as a memory's text allows (each an edit or an import would accept), each a fenced
-    # block of whole lines, together every line in order: not forty memories and a stray fence.
-    assert len(log) > 2 * MEMORY_TEXT_MAX_CHARS and len(blocks) == 3
-    assert all(p.text.count("```") == 2 and len(p.text) <= MEMORY_TEXT_MAX_CHARS for p in blocks)
-    assert "\n".join(p.text.split("```text\n")[1].split("\n```")[0] for p in blocks) == log
+    # Every part of the log is within the embedder's window and fenced as the log is, whole lines only: together
+    # every line once, in order (a part past the window would be searchable by its opening alone).
+    assert len(blocks) > 2
+    assert all(count_tokens(p.text) <= settings.MEMORY_PASSAGE_MAX_TOKENS + 5 for p in passages)  # "Ada: " too
+    assert all(p.text.count("```text\n") == 1 and "\n```" in p.text.split("```text\n")[1] for p in blocks)
+    lines = [line for p in blocks for line in p.text.split("```text\n")[1].split("\n```")[0].split("\n")]
+    assert lines == log.split("\n")
     assert sum(LOG_LINE in p.text for p in blocks) == 1
-    # The prose around it is split as any long message is, within the embedder's window.
+    # The prose around it is split as any long message is.
     prose = [p for p in passages if p not in blocks]
     assert len(prose) >= 2
-    assert all(count_tokens(p.text) <= settings.MEMORY_PASSAGE_MAX_TOKENS + 5 for p in prose)
     assert all(p.source_message_id == messages[0].pk for p in passages)
 
     found = memory_retrieve(tenant=alice, user=alice_user, query="Which account had a ledger mismatch?",
