@@ -242,8 +242,8 @@ def _candidates(*, tenant, user_ids: list[str], plan: QueryPlan, pending, now: d
 def retrieved_kinds() -> tuple[str, ...]:
     """The kinds of memory a retrieval returns. A session note's lines are sentences quoted from the session's turns
     without the turn around them: read as evidence they stand in for the turn that says more (who asked, what was
-    answered), and a reader takes a quoted reaction for a fact. They serve the bridge and the admin; retrieval returns
-    them only where MEMORY_RETRIEVE_NOTES says so."""
+    answered), and a reader may take a quoted reaction for a fact; yet a note lifts the sentence that corrects a value
+    above the rest of a long message. MEMORY_RETRIEVE_NOTES decides; off, notes serve the bridge and the admin only."""
     return tuple(k for k in MemoryKind.values if k != MemoryKind.NOTE or settings.MEMORY_RETRIEVE_NOTES)
 
 

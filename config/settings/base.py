@@ -311,8 +311,9 @@ MEMORY_EXCERPT_MAX_TOKENS = env.int("MEMORY_EXCERPT_MAX_TOKENS", default=60)
 MEMORY_SESSION_DIVERSITY = env.bool("MEMORY_SESSION_DIVERSITY", default=False)
 # Session diversity for the questions that ask how something developed over time (memory/retrieval_query.py).
 MEMORY_THREAD_QUESTIONS = env.bool("MEMORY_THREAD_QUESTIONS", default=True)
-# Session notes' lines in retrieval results (memory/retrieval.retrieved_kinds): off, they serve bridges and the admin.
-MEMORY_RETRIEVE_NOTES = env.bool("MEMORY_RETRIEVE_NOTES", default=False)
+# Session notes' lines in retrieval results (memory/retrieval.retrieved_kinds); off, they serve bridges and the admin
+# only. On by default: off, the product-shaped set's recall of changed values drops (docs/benchmarks-changelog.md).
+MEMORY_RETRIEVE_NOTES = env.bool("MEMORY_RETRIEVE_NOTES", default=True)
 # A question naming people in scope is also searched without their names (memory/retrieval_query.without_names).
 MEMORY_SEARCH_WITHOUT_NAMES = env.bool("MEMORY_SEARCH_WITHOUT_NAMES", default=True)
 # A question that names a day, week or month ("on 7 July 2023", "yesterday") also searches what was said then

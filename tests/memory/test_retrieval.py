@@ -519,9 +519,9 @@ def test_a_turn_that_only_greets_the_people_asked_about_is_never_retrieved(alice
         assert not {str(farewell.pk), str(thanks.pk)} & set(found), found
 
 
-def test_session_note_lines_are_not_retrieved_unless_configured(alice, alice_user, settings):
-    """A note line quotes a sentence without its turn: retrieval returns the turns, and the note's lines only where
-    MEMORY_RETRIEVE_NOTES asks for them."""
+def test_session_note_lines_are_retrieved_only_where_configured(alice, alice_user, settings):
+    """MEMORY_RETRIEVE_NOTES off: retrieval returns the turns and leaves the notes' quoted lines out; on, both."""
+    settings.MEMORY_RETRIEVE_NOTES = False
     note = memory_create(tenant=alice, user=alice_user, kind="note", text="Ada: The staging database runs Postgres 16.")
     turn = memory_create(tenant=alice, user=alice_user, kind="event",
                          text="Ada: We moved staging to Postgres 16 last week, production follows in June.")
