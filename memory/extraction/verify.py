@@ -12,7 +12,7 @@ from infra.errors import ServiceUnavailable
 from infra.vector_store import Scope, get_vector_store
 from infra.vector_store.base import Search
 
-from ..models import MemoryKind, MemoryRecord, MemoryStatus
+from ..models import MemoryKind, MemoryRecord, MemoryStatus, SourceType
 from .candidate import Candidate, value_normalize
 from .updates import change_sentences, changes_particulars, replaces, same_topic, says_it_changed, says_no_more
 
@@ -129,7 +129,10 @@ def _replaced_statements(*, tenant, user, candidate: Candidate, vector: list[flo
         log.warning("change check skipped, vector store unavailable: %s", exc)
         return []
     ids = list(dict.fromkeys(hit.memory_id for hits in answers for hit in hits))
-    rows = MemoryRecord.objects.for_tenant(tenant).filter(user=user, pk__in=ids, status=MemoryStatus.ACTIVE)
+    # What the assistant said is a record of the conversation (what it suggested, what it answered), never a value the
+    # user holds: a user's change retires the user's own earlier statements, not the assistant's turns about them.
+    rows = (MemoryRecord.objects.for_tenant(tenant).filter(user=user, pk__in=ids, status=MemoryStatus.ACTIVE)
+            .exclude(source_type=SourceType.ASSISTANT))
     if stated_at is not None:
         rows = rows.filter(created_at__lt=stated_at)
     return [str(mid) for mid, text in rows.values_list("id", "text")
