@@ -262,7 +262,7 @@ def _pieces(text: str, start: int, end: int, room: int) -> list[tuple[int, int]]
     """A run with no whitespace in it, longer than `room` tokens, in consecutive pieces that each fit."""
     out = []
     while start < end:
-        size = end - start
+        size = min(end - start, 8 * room)  # no token is longer than 8 characters in practice: a bounded first guess
         while size > 1 and count_tokens(text[start:start + size]) > room:
             size = max(1, size * 3 // 4)
         out.append((start, start + size))
