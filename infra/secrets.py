@@ -5,8 +5,8 @@ cut when its shape proves it (a vendor's key format, a private key block, a card
 passes its checksum), or when a label names it a secret ("password", "api_key", "token", "PIN") and the value is a
 literal that looks like one. An expression (`request.form["password"]`, `jwt.encode(...)`, `process.env.TOKEN`), a
 template (`{{ password }}`, `${TOKEN}`, `<password>`), a placeholder (`your_secret_key`, `password123`,
-`AKIAIOSFODNN7EXAMPLE`) or a heading word ("Secure Password Storage") is never cut. bench/secrets.py measures both
-sides on the repository's corpus (tests/infra/secrets_corpus.py) and on real project chats.
+`AKIAIOSFODNN7EXAMPLE`) or a heading word ("Secure Password Storage") is never cut. bench/secrets_filter.py measures
+both sides on the repository's corpus (tests/infra/secrets_corpus.py) and on real project chats.
 """
 from __future__ import annotations
 

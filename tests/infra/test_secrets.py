@@ -1,6 +1,6 @@
 """The secrets filter cuts secrets and nothing else: labelled values only when they are literals that look like
 secrets, never an expression, a subscript, a call, a template, a placeholder or a heading word (corpus:
-tests/infra/secrets_corpus.py; bench/secrets.py measures the same corpus and real project chats)."""
+tests/infra/secrets_corpus.py; bench/secrets_filter.py measures the same corpus and real project chats)."""
 from __future__ import annotations
 
 import logging

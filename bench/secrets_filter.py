@@ -13,7 +13,7 @@ A false positive is a message the filter changed: the chats (beam-dev: every use
 eight project conversations, see shared/bench/README.md) and the corpus's texts to keep hold no secret. A miss is a
 corpus secret still in the text after redaction.
 
-    .venv/bin/python bench/secrets.py [--beam ../shared/bench/beam-dev.json] [--before REV] [--limit N]
+    .venv/bin/python bench/secrets_filter.py [--beam ../shared/bench/beam-dev.json] [--before REV] [--limit N]
                                       [--ds-limit N] [--examples 3] [--no-detect-secrets] [--json out.json]
 
 `--quick` measures the corpus alone (the repository's data), current filter only, in seconds.
