@@ -10,9 +10,11 @@ A passage is a run of whole units of the text, cut only at its own edges, the st
 heading, then at a paragraph or a code block's edge, then at a line that ends a sentence or starts a list item, then
 between sentences. Only a sentence or a line of code longer than a passage is cut between words (at whitespace,
 never inside a word, an identifier or a number); only a run of characters with no whitespace longer than a passage
-(an encoded blob) is cut inside. A passage is filled towards the bound and cut at the strongest edge that leaves it
-at least three fifths full, or less full at a section's or a paragraph's edge rather than inside a paragraph or a
-statement of code, never as a stub; so passages follow the text's sections without being many more.
+(an encoded blob) is cut inside. A passage ends at the strongest edge that leaves it at least three fifths full (the
+first such edge: a passage of one topic embeds more sharply than one filled with the start of the next), or less
+full at a section's or a paragraph's edge rather than inside a paragraph or a statement of code, never as a stub.
+Prose and a code block of more than a line or two are not packed into one passage when each is more than a stub: a
+passage of both embeds as neither, and a budget pays for the code when the prose answers.
 
 What heads something joins it: a heading (up to half a passage long), a list item that only names what follows
 ("2. **Configure the runner**"), and a short line that ends in a colon ("Here is the route:") are never the last
@@ -75,6 +77,7 @@ class _Atom:
     block: _Block | None = None  # the code block it is a part of, when that block is cut
     opens: bool = False  # holds its block's opening fence
     closes: bool = False  # holds its block's closing fence (or ends an unclosed block)
+    code: int = 0  # the code block (numbered from 1) it is all or part of, when that block is not a line or two
 
 
 def passages_split(text: str) -> list[str]:
@@ -180,8 +183,10 @@ def _code(text: str, lines: list[tuple[int, int]], i: int, fence: str, edge: int
     last = j if closed else len(lines) - 1
     start, end = lines[i][0], lines[last][1]
     tokens = count_tokens(text[start:end])
+    # A block of more than a line or two is kept apart from the prose around it (`_cuts`).
+    code = 1 + max((a.code for a in atoms), default=0) if tokens >= high // 5 else 0
     if tokens <= room:
-        atoms.append(_Atom(start, end, tokens, edge))
+        atoms.append(_Atom(start, end, tokens, edge, code=code))
         return last + 1
     opener = text[lines[i][0]:lines[i][1]].strip()
     closer = fence[0] * len(fence)
@@ -204,7 +209,7 @@ def _code(text: str, lines: list[tuple[int, int]], i: int, fence: str, edge: int
         atoms.append(_Atom(start, end, tokens, edge))
         return last + 1
     for part in parts:
-        part.block = block
+        part.block, part.code = block, code
     parts[0].start, parts[0].edge, parts[0].opens = start, edge, True
     parts[0].tokens = count_tokens(text[parts[0].start:parts[0].end])
     parts[-1].end, parts[-1].closes = end, True
@@ -295,24 +300,39 @@ def _cuts(atoms: list[_Atom], high: int, fits) -> list[tuple[int, int]]:
         return k == n or (0 < k < tail and not atoms[k - 1].glue and not atoms[k].trails)
 
     low, least = high * 3 // 5, high // 5
+    # What each unit belongs to: its code block, or the block that what heads it (a heading, "Here is the route:")
+    # leads into; 0 for prose. A passage is not filled across a change of owner when both sides are more than a
+    # stub: prose beside code is embedded as neither, and costs a budget the code's tokens when the prose answers.
+    owner = [a.code for a in atoms]
+    for m in range(n - 2, -1, -1):
+        if atoms[m].glue and not owner[m]:
+            owner[m] = owner[m + 1]
     out, i = [], 0
     while i < n:
         j = i + 1
         while j < n and _cost(atoms, i, j + 1) <= high:
             j += 1
         if j == n and fits(i, n):
-            out.append((i, n))
-            break
-        # Best cut first. The count of units is an estimate (two texts joined may tokenize a token apart): the
-        # passage's own text is counted, and the next best cut taken while it does not fit.
-        ranked = sorted((k for k in range(i + 1, j + 1) if can_cut(k)),
-                        key=lambda k: (_score(atoms, i, k, low, least), k), reverse=True)
-        k = next((k for k in ranked if fits(i, k)), ranked[0] if ranked else None)
-        if k is None:  # everything here heads what follows: it goes with the next unit, past the bound
-            k = next((k for k in range(j + 1, n + 1) if can_cut(k)), n)
+            k = n
+        else:
+            # Best cut first. The count of units is an estimate (two texts joined may tokenize a token apart): the
+            # passage's own text is counted, and the next best cut taken while it does not fit.
+            ranked = sorted((k for k in range(i + 1, j + 1) if can_cut(k)),
+                            key=lambda k: (_score(atoms, i, k, low, least), _fill(atoms, i, k, low)), reverse=True)
+            k = next((k for k in ranked if fits(i, k)), ranked[0] if ranked else None)
+            if k is None:  # everything here heads what follows: it goes with the next unit, past the bound
+                k = next((k for k in range(j + 1, n + 1) if can_cut(k)), n)
+        k = next((m for m in range(i + 1, k) if owner[m - 1] != owner[m] and can_cut(m)
+                  and _cost(atoms, i, m) >= least and (k < n or _cost(atoms, m, n) >= least)), k)
         out.append((i, k))
         i = k
     return out
+
+
+def _fill(atoms: list[_Atom], i: int, k: int, low: int) -> int:
+    """Between cuts at equally strong edges: the first that makes the passage three fifths full, else the fullest.
+    A passage of one topic embeds more sharply than one filled to the bound with the start of the next."""
+    return -k if _cost(atoms, i, k) >= low else k
 
 
 def _score(atoms: list[_Atom], i: int, k: int, low: int, least: int) -> float:

@@ -134,6 +134,12 @@ def test_a_heading_at_the_very_end_goes_with_the_passage_before_it():
     assert passages[-1].endswith("## Questions") and not heading_only(passages[-1])
 
 
+def test_prose_and_a_code_block_are_not_packed_into_one_passage():
+    text = (prose("import", 1) + "\n\nHere is the loader:\n\n" + code_block("loader", 1) + "\n\n" + prose("export", 1))
+    passages = passages_split(text)
+    assert passages == [prose("import", 1), "Here is the loader:\n\n" + code_block("loader", 1), prose("export", 1)]
+
+
 def test_a_long_code_block_is_cut_at_line_edges_and_every_part_is_fenced_as_code():
     block = code_block("handler", 12)
     text = prose("routing", 2) + "\n\n" + block + "\n\n" + prose("caching", 2)
