@@ -98,3 +98,41 @@ def corrections_apply_locked(
             skip.add(row.pk)
             changed += [new, row]
     return changed
+
+
+def remainder_versions_locked(
+    *,
+    tenant,
+    user,
+    record: MemoryRecord,
+    olds: list[tuple[MemoryRecord, str]],
+    actor_type: str,
+    actor_id: str,
+    create,
+) -> list[MemoryRecord]:
+    """What each superseded memory said besides its replaced value, kept as a memory of its own: a new version with
+    the old one's words minus the replaced sentences, said when and where the old one was (its messages, its session,
+    its time), so a change of one value retires no other statement of the same message. Call after the supersede,
+    inside its transaction; `create` is the create module's writer."""
+    changed = []
+    for old, text in olds:
+        memory_id = uuid.uuid5(MEMORY_NAMESPACE, f"{record.pk}:remains:{old.pk}")
+        if not text or MemoryRecord.objects.for_tenant(tenant).filter(pk=memory_id).exists():
+            continue  # nothing more was said, or kept before (a rerun)
+        candidate = Candidate(
+            old.kind,
+            text,
+            source_type=old.source_type,
+            confidence=old.confidence,
+            importance=old.importance,
+            extractor=old.extractor,
+            metadata={**(old.metadata or {}), "remains_of": str(old.pk)},
+        )
+        new = _new_record(tenant=tenant, user=user, candidate=candidate, session_id=old.session_id,
+                          memory_id=memory_id, created_at=old.created_at, learned_at=old.learned_at)
+        new.source_message_id = old.source_message_id
+        new.source_message_ids = list(old.source_message_ids)
+        create(new, actor_type=actor_type, actor_id=actor_id,
+               note=f"what {old.pk} says besides the value {record.pk} replaced")
+        changed.append(new)
+    return changed

@@ -15,7 +15,7 @@ from ..models import MemoryEvent, MemoryRecord, MemoryStatus
 from ..outbox import outbox_enqueue
 from ..sources import SourceMessage
 from ..webhook_events import memory_webhooks_read_once
-from .corrections import corrections_apply_locked
+from .corrections import corrections_apply_locked, remainder_versions_locked
 from .create import _create_locked, memory_supersede
 from .records import MAX_SOURCE_MESSAGES, _new_record, history_rows_together, memory_history_write, memory_snapshot
 
@@ -236,6 +236,11 @@ class _Writes:
         for old in targets:
             memory_supersede(old=old, new=record, actor_type=self.actor_type, actor_id=self.actor_id)
             self.changed.append(old)
+        remainders = decision.remainders
+        self.changed += remainder_versions_locked(
+            tenant=self.tenant, user=self.user, record=record,
+            olds=[(old, remainders[str(old.pk)]) for old in targets if remainders.get(str(old.pk))],
+            actor_type=self.actor_type, actor_id=self.actor_id, create=_create_locked)
         self.corrections.append((record, targets, self.source, self.session_id))
         return record, "superseded"
 

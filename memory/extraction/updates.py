@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from infra.sentences import sentences
+from infra.sentences import sentence_spans, sentences, sentences_join
 from infra.support import content_words
 
+from .classify import informative_text
 from .statements import past_form
 
 _WORDS = re.compile(r"[\w$€£%.,:/'’-]*\w")
@@ -140,20 +141,24 @@ def _unprefixed(sentence: str, who: str) -> str:
     return rest if who and colon and head.startswith(who) and len(head) <= len(who) + 30 else sentence
 
 
-def replaces(change: str, stored: str, *, who: str = "", alike: Callable[[str, str], float]) -> bool:
-    """Whether `change`, a sentence that says something changed (change_sentences), gives a new value for what a
-    sentence of `stored` states, however long `stored` is. That sentence states what holds, and shares a word of its
-    subject with the change (a content word other than the speaker's name, the values and the words of change); and
-    either it holds the value the change says it moved from and not the one it moved to ("from MySQL to PostgreSQL"),
-    or it names a value (a number or a name) where the change names another and the two sentences mean alike
-    (`alike`, a cosine of their embeddings, at least SAME_SUBJECT_SIMILARITY): a word in common and two values are
-    also what two sentences about different things have ("our one-year-old is Kyle", "he was with us for 10 years")."""
+def replaced_spans(change: str, stored: str, *, who: str = "", alike: Callable[[str, str], float]
+                   ) -> list[tuple[int, int]]:
+    """The sentences of `stored` (spans, as sentence_spans gives them) for which `change`, a sentence that says
+    something changed (change_sentences), gives a new value, however long `stored` is. Such a sentence states what
+    holds, and shares a word of its subject with the change (a content word other than the speaker's name, the
+    values and the words of change); and either it holds the value the change says it moved from and not the one it
+    moved to ("from MySQL to PostgreSQL"), or it names a value (a number or a name) where the change names another
+    and the two sentences mean alike (`alike`, a cosine of their embeddings, at least SAME_SUBJECT_SIMILARITY): a
+    word in common and two values are also what two sentences about different things have ("our one-year-old is
+    Kyle", "he was with us for 10 years")."""
     ignore = tuple(who.split()) if who else ()
     numbers, names, _ = _particulars(change)
     new_values = (numbers | names) - set(ignore)
     moves = [(m.group("old"), m.group("new")) for m in _FROM_TO.finditer(change)]
     moved = {word for move in moves for word in move}
-    for sentence in sentences(stored):
+    found = []
+    for start, end in sentence_spans(stored):
+        sentence = stored[start:end].strip()
         if not _stated(sentence) or not _holds(sentence):
             continue
         numbers, names, _ = _particulars(sentence)
@@ -164,8 +169,31 @@ def replaces(change: str, stored: str, *, who: str = "", alike: Callable[[str, s
         if not any(not w.isdigit() for w in shared):
             continue  # another subject
         if any(_named(old, sentence) and not _named(new, sentence) for old, new in moves):
-            return True
-        if (new_values - values and values - new_values
-                and alike(_unprefixed(change, who), _unprefixed(sentence, who)) >= SAME_SUBJECT_SIMILARITY):
-            return True
-    return False
+            found.append((start, end))
+        elif (new_values - values and values - new_values
+              and alike(_unprefixed(change, who), _unprefixed(sentence, who)) >= SAME_SUBJECT_SIMILARITY):
+            found.append((start, end))
+    return found
+
+
+def replaces(change: str, stored: str, *, who: str = "", alike: Callable[[str, str], float]) -> bool:
+    """Whether `change` gives a new value for something `stored` states (replaced_spans)."""
+    return bool(replaced_spans(change, stored, who=who, alike=alike))
+
+
+def statement_remainder(stored: str, replaced: list[tuple[int, int]], *, who: str = "") -> str:
+    """What `stored` says besides its replaced sentences, in its own layout and under its speaker's label ("Ada:
+    ..."), when that is more than filler; else "". A change retires the statement of the old value, not the other
+    things said in the same message ("It has 64 GB of RAM" beside "Our staging server runs on Hetzner")."""
+    cut = set(replaced)
+    kept = [span for span in sentence_spans(stored) if span not in cut]
+    if not kept or len(kept) == len(sentence_spans(stored)):
+        return ""
+    text = sentences_join(stored, kept)
+    if not informative_text(text):
+        return ""
+    first = stored[kept[0][0]:kept[0][1]].strip()
+    label = stored.strip()[:len(stored.strip()) - len(_unprefixed(stored.strip(), who))]
+    if label and _unprefixed(first, who) == first:
+        text = label + text  # the label opened a sentence that was cut
+    return text

@@ -3,7 +3,7 @@ and a contradiction older than the slot's value is kept as history only."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
@@ -14,7 +14,15 @@ from infra.vector_store.base import Search
 
 from ..models import MemoryKind, MemoryRecord, MemoryStatus, SourceType
 from .candidate import Candidate, value_normalize
-from .updates import change_sentences, changes_particulars, replaces, same_topic, says_it_changed, says_no_more
+from .updates import (
+    change_sentences,
+    changes_particulars,
+    replaced_spans,
+    same_topic,
+    says_it_changed,
+    says_no_more,
+    statement_remainder,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +46,8 @@ class Decision:
     action: str
     target_ids: list[str]  # the memory reinforced, the memories superseded, or the newer value that outdates it
     similarity: float | None = None
+    # Of a superseded target that said more than the replaced value: what else it said, kept as a memory of its own.
+    remainders: dict[str, str] = field(default_factory=dict)
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
@@ -87,12 +97,15 @@ def candidates_verify(*, tenant, user, candidates: list[Candidate], vectors: lis
         decision = _decide(tenant=tenant, user=user, candidate=candidate, vector=vector, stated_at=stated_at,
                            threshold=threshold, who=who)
         displaced = _displaced_preferences(tenant=tenant, user=user, candidate=candidate)
+        remainders: dict[str, str] = {}
         if decision.action in (CREATE, SUPERSEDE):
-            displaced += _replaced_statements(tenant=tenant, user=user, candidate=candidate, vector=vector,
+            remainders = _replaced_statements(tenant=tenant, user=user, candidate=candidate, vector=vector,
                                               stated_at=stated_at, who=who)
+            displaced += list(remainders)
         displaced = [mid for mid in dict.fromkeys(displaced) if mid not in decision.target_ids]
         if displaced and decision.action in (CREATE, SUPERSEDE):
-            decision = Decision(candidate, SUPERSEDE, [*decision.target_ids, *displaced])
+            decision = Decision(candidate, SUPERSEDE, [*decision.target_ids, *displaced],
+                                remainders={mid: text for mid, text in remainders.items() if text and mid in displaced})
         decisions.append(decision)
     return decisions
 
@@ -108,18 +121,21 @@ def _displaced_preferences(*, tenant, user, candidate: Candidate) -> list[str]:
 
 
 def _replaced_statements(*, tenant, user, candidate: Candidate, vector: list[float], stated_at,
-                         who: str) -> list[str]:
+                         who: str) -> dict[str, str]:
     """The earlier memories whose value the user's words say has changed ("we migrated the service from MySQL to
     PostgreSQL", "the standup moved again, it is at 11:00 now"): each a statement of what holds on a subject the change
     names, with the value it changed from or another value where the change names its new one (updates.replaces).
     Found among the change's nearest memories by meaning and by its words, so a long statement whose vector says
     many things is found by the words it shares with the change. Said before it only: a change extracted late does
-    not replace what was said after it."""
+    not replace what was said after it.
+
+    Each replaced memory's id maps to what it says besides the replaced sentences ("" when nothing more): a long
+    message is retired for its old value, and the rest of what it said stays a memory (statement_remainder)."""
     if candidate.kind != MemoryKind.EVENT or candidate.source_type == "assistant":
-        return []
+        return {}
     said = change_sentences(candidate.text)
     if not said:
-        return []
+        return {}
     scope = Scope(tenant_id=str(tenant.pk), user_id=str(user.pk))
     try:
         answers = get_vector_store().search_batch([
@@ -127,7 +143,7 @@ def _replaced_statements(*, tenant, user, candidate: Candidate, vector: list[flo
             Search(scope, text=" ".join(said), limit=CHANGE_NEIGHBOURS, kinds=REPLACEABLE_KINDS, payload_keys=())])
     except ServiceUnavailable as exc:
         log.warning("change check skipped, vector store unavailable: %s", exc)
-        return []
+        return {}
     ids = list(dict.fromkeys(hit.memory_id for hits in answers for hit in hits))
     # What the assistant said is a record of the conversation (what it suggested, what it answered), never a value the
     # user holds: a user's change retires the user's own earlier statements, not the assistant's turns about them.
@@ -135,8 +151,12 @@ def _replaced_statements(*, tenant, user, candidate: Candidate, vector: list[flo
             .exclude(source_type=SourceType.ASSISTANT))
     if stated_at is not None:
         rows = rows.filter(created_at__lt=stated_at)
-    return [str(mid) for mid, text in rows.values_list("id", "text")
-            if any(replaces(change, text, who=who, alike=_alike) for change in said)]
+    replaced = {}
+    for mid, text in rows.values_list("id", "text"):
+        spans = sorted({span for change in said for span in replaced_spans(change, text, who=who, alike=_alike)})
+        if spans:
+            replaced[str(mid)] = statement_remainder(text, spans, who=who)
+    return replaced
 
 
 def _alike(a: str, b: str) -> float:

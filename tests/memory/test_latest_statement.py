@@ -79,6 +79,21 @@ def test_the_latest_statement_ranks_first_whatever_the_phrasing(alice, old, new,
     assert now in shown and was not in shown, shown
 
 
+def test_a_change_of_one_value_keeps_what_else_the_old_message_said(alice):
+    """The long message is retired for its old value, not for the RAM, the backups or who looks after the server: a
+    user who changes one thing must not lose the others."""
+    ada = Service(alice)
+    ada.tell(LONG_OLD, "Heads up: we moved the staging server from Hetzner to AWS in Frankfurt last week.")
+    found = ada.search("who looks after the staging server and when is the patch window")
+    assert any("Jonas" in t and "16:00" in t for t in found), found
+    assert not any("Falkenstein" in t for t in found), found
+    active = [m["text"] for m in ada.memories()]
+    assert any("64 GB of RAM" in t for t in active), active
+    assert not any("Falkenstein" in t for t in active), active
+    shown = memories_shown(ada.context("How much RAM does the staging server have?"))
+    assert "64 GB" in shown and "Falkenstein" not in shown, shown
+
+
 def test_a_statement_about_something_else_leaves_the_old_one_in_place(alice):
     ada = Service(alice)
     ada.tell("Our team standup is at 9:30 in the small meeting room.",
