@@ -223,6 +223,14 @@ def _reused_import(marker: Path, data: list[dict], Tenant, EndUser, shape: str):
         raise SystemExit(f"{marker} names a tenant this database lacks; give the same --database-url")
     found = {str(u.pk): u for u in EndUser.objects.for_tenant(tenant)}
     users = {sid: {name: found[uid] for name, uid in names.items()} for sid, names in saved["users"].items()}
+    from infra.vector_store import Scope, get_vector_store
+
+    # The vectors live in the folder's own store (QDRANT_EDGE_PATH): a marker copied into another folder reuses the
+    # rows without them, and every retrieval would then come back empty without an error.
+    some = next(u for names in users.values() for u in names.values())
+    if not get_vector_store().count(Scope(tenant_id=str(tenant.pk), user_id=str(some.pk))):
+        raise SystemExit(f"{marker}: the vector store in {marker.parent} holds none of this import's points; reuse "
+                         "the folder the import was made in")
     return tenant, users, saved.get("import_seconds", 0.0)
 
 
