@@ -41,6 +41,7 @@ from infra import clock
 from infra.embedder import embed_soon
 from infra.errors import ServiceUnavailable
 from infra.sentences import sentences
+from infra.support import content_words
 from infra.task_queue import task_enqueue
 from infra.tokens import count_tokens
 from infra.vector_store import ScopeMissing
@@ -64,7 +65,7 @@ from .retrieval_ranking import (
     scores_diversify,
     scores_thread_order,
 )
-from .retrieval_reads import memory_rows
+from .retrieval_reads import memory_rows, turn_event_ids
 
 log = logging.getLogger(__name__)
 
@@ -259,11 +260,58 @@ def _ranked(*, tenant, user_ids: list[str], cands: dict[str, Candidate], k: int,
     # does not come back, whatever the payload says.
     rows = memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=[c.memory_id for _, c in shortlist], now=now,
                        as_of=as_of, replaced=replaced)
+    if settings.MEMORY_LINES_AS_TURNS and as_of is None and not replaced:
+        shortlist = lines_as_turns(tenant=tenant, user_ids=user_ids, shortlist=shortlist, rows=rows, cands=cands,
+                                   now=now)
     scored = [(tier, score_adjusted(c, rows[c.memory_id], now), c) for tier, c in shortlist if c.memory_id in rows]
     if settings.MEMORY_SESSION_DIVERSITY:
         scored = scores_diversify(scored)
     ordered = scores_thread_order(scored) if thread else sorted(scored, key=lambda tsc: (tsc[0], -tsc[1]))
     return [(score, rows[c.memory_id]) for _, score, c in ordered]
+
+
+# Extractors whose lines quote a turn's own words: the rules' typed lines ("[preference] Ada loves hiking") and an
+# extractive session note's lines. Such a line says less than its turn and, cut out of it, can read wrongly ("A loves
+# the thought B"); a model's statement or an abstractive note's line says something the turn does not in so many words.
+QUOTING_EXTRACTORS = frozenset({"rules", "session_note:extractive"})
+
+
+def _quotes_a_turn(row: dict) -> bool:
+    return row["kind"] != MemoryKind.EVENT and row.get("extractor") in QUOTING_EXTRACTORS \
+        and bool(row["source_message_id"])
+
+
+def lines_as_turns(*, tenant, user_ids: list[str], shortlist: list[tuple[int, Candidate]], rows: dict[str, dict],
+                   cands: dict[str, Candidate], now: datetime) -> list[tuple[int, Candidate]]:
+    """The shortlist with each line that quotes a turn (QUOTING_EXTRACTORS) standing for that turn: the line is a key
+    the turn is found by, and the turn is what is shown (its passage that holds the line's words, for a long message).
+    The turn takes the best score and tier of itself and its lines. A line whose turn has no active memory (retired
+    by a change, deleted) stays as it is. `rows` and `cands` receive the turns' rows and the candidates they rank by."""
+    quoting = [rows[c.memory_id] for _, c in shortlist if c.memory_id in rows and _quotes_a_turn(rows[c.memory_id])]
+    if not quoting:
+        return shortlist
+    events = turn_event_ids(tenant=tenant, user_ids=user_ids, message_ids={r["source_message_id"] for r in quoting},
+                            now=now)
+    missing = [mid for ids in events.values() for mid in ids if mid not in rows]
+    if missing:
+        rows.update(memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=missing, now=now))
+    best: dict[str, tuple[int, Candidate]] = {}
+    for tier, c in shortlist:
+        row = rows.get(c.memory_id)
+        if row is not None and _quotes_a_turn(row):
+            passages = [rows[mid] for mid in events.get(row["source_message_id"], []) if mid in rows]
+            if passages:
+                words = content_words(row["text"])
+                turn = max(passages, key=lambda p: len(words & content_words(p["text"])))
+                c = dataclasses.replace(c, memory_id=turn["id"])
+        held = best.get(c.memory_id)
+        if held is None:
+            best[c.memory_id] = (tier, c)
+        else:
+            best[c.memory_id] = (min(tier, held[0]), c if c.score > held[1].score else held[1])
+    for mid, (_, c) in best.items():
+        cands[mid] = c
+    return list(best.values())
 
 
 def _nearby(*, tenant, ranked: list[tuple[float, dict]], users,

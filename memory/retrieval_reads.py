@@ -29,7 +29,8 @@ from .models import NOTE_TOPIC_LABEL, MemoryKind, MemoryRecord, MemoryStatus
 Session = MemoryRecord._meta.get_field("session").related_model
 
 MEMORY_KEYS = ("id", "user_id", "kind", "text", "source_type", "created_at", "session_id", "source_message_id",
-               "source_message_ids", "confidence", "importance", "access_count", "dates", "passage", "session_number")
+               "source_message_ids", "confidence", "importance", "access_count", "extractor", "dates", "passage",
+               "session_number")
 # The keys read straight from a memory's columns; the last three of MEMORY_KEYS are derived in the read itself.
 _COLUMN_KEYS = MEMORY_KEYS[:-3]
 _ID_KEYS = ("id", "user_id", "session_id", "source_message_id")
@@ -118,6 +119,21 @@ def _memory_sql() -> str:
             f"AND r.{column(r, 'status')} = %s "
             f"AND (r.{column(r, 'expires_at')} IS NULL OR r.{column(r, 'expires_at')} > %s) "
             f"AND NOT (r.{column(r, 'kind')} = %s AND COALESCE(r.{column(r, 'metadata')} ->> 'note', '') = %s)")
+
+
+def turn_event_ids(*, tenant, user_ids: list[str], message_ids, now) -> dict[str, list[str]]:
+    """The active, unexpired episodic memories of these messages (a message's words, or its passages), by message."""
+    out: dict[str, list[str]] = {}
+    if not message_ids or not user_ids:
+        return out
+    found = (MemoryRecord.objects.for_tenant(tenant)
+             .filter(user_id__in=user_ids, kind=MemoryKind.EVENT, status=MemoryStatus.ACTIVE,
+                     source_message_id__in=list(message_ids))
+             .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+             .order_by().values_list("id", "source_message_id"))
+    for mid, message_id in found:
+        out.setdefault(str(message_id), []).append(str(mid))
+    return out
 
 
 def session_numbers_orm(*, tenant, user_ids) -> dict[str, int]:

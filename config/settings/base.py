@@ -314,6 +314,9 @@ MEMORY_THREAD_QUESTIONS = env.bool("MEMORY_THREAD_QUESTIONS", default=True)
 # Session notes' lines in retrieval results (memory/retrieval.retrieved_kinds); off, they serve bridges and the admin
 # only. On by default: off, the product-shaped set's recall of changed values drops (docs/benchmarks-changelog.md).
 MEMORY_RETRIEVE_NOTES = env.bool("MEMORY_RETRIEVE_NOTES", default=True)
+# A line the rules quoted from a turn (a typed line of the no-model extractor, an extractive note's line) is found as a
+# key to that turn and shown as the turn (memory/retrieval.lines_as_turns); off, such lines are shown as themselves.
+MEMORY_LINES_AS_TURNS = env.bool("MEMORY_LINES_AS_TURNS", default=True)
 # A question naming people in scope is also searched without their names (memory/retrieval_query.without_names).
 MEMORY_SEARCH_WITHOUT_NAMES = env.bool("MEMORY_SEARCH_WITHOUT_NAMES", default=True)
 # A question that names a day, week or month ("on 7 July 2023", "yesterday") also searches what was said then
