@@ -7,9 +7,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from orchestration.portable import memories_export_lines, memories_import_file
 from tenants.selectors import access_end_user
-
-from ..portable import memories_export_lines, memories_import_file
 
 
 class UserMemoriesPortableExportApi(APIView):

@@ -9,17 +9,16 @@ from rest_framework.views import APIView
 from infra.openapi import cursor_page
 from infra.pagination import paginate
 from infra.serializer_fields import StrictBooleanField, StrictCharField
-
-from .models import EventType
-from .selectors import access_webhook_endpoint, webhook_delivery_list, webhook_endpoint_list
-from .services import (
+from webhooks.models import EventType
+from webhooks.selectors import access_webhook_endpoint, webhook_delivery_list, webhook_endpoint_list
+from webhooks.services import (
     DESCRIPTION_MAX_CHARS,
     webhook_endpoint_create,
     webhook_endpoint_delete,
     webhook_endpoint_update,
     webhook_secret_rotate,
 )
-from .targets import MAX_URL_CHARS
+from webhooks.targets import MAX_URL_CHARS
 
 
 class WebhookOutput(serializers.Serializer):

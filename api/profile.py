@@ -7,9 +7,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from infra.errors import ValidationFailed
+from memory.profile import profile_select
 from tenants.selectors import access_end_user
-
-from ..profile import profile_select
 
 MAX_LIMIT = 100
 

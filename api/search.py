@@ -1,4 +1,5 @@
-"""Memory search: GET /api/v1/users/{id}/memories/search?q=&k= — the retrieval the composer uses, over REST."""
+"""Memory search: GET /api/v1/users/{id}/memories/search?q=&k= — the retrieval the composer uses, over REST; and how a
+retrieved memory leaves the service, wherever it is shown (search, composed context, turns)."""
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -7,14 +8,31 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from infra.errors import ValidationFailed
+from memory.retrieval import memory_retrieve
+from memory.validity import as_of_parse
 from tenants.selectors import access_end_user
-
-from ..retrieval import memory_retrieve
-from ..validity import as_of_parse
-from .serializers import RetrievedMemoryOutput
 
 MAX_K = 50
 MAX_QUERY_CHARS = 2000
+
+
+class RetrievedMemoryOutput(serializers.Serializer):
+    memory_id = serializers.CharField()
+    kind = serializers.CharField()
+    text = serializers.CharField()
+    score = serializers.FloatField()
+    source_type = serializers.CharField()
+    confidence = serializers.FloatField()
+    created_at = serializers.DateTimeField()
+    session_id = serializers.CharField(allow_null=True)
+    source_message_id = serializers.CharField(allow_null=True)
+    provenance = serializers.CharField()
+    token_count = serializers.IntegerField()
+    neighbours = serializers.ListField(child=serializers.CharField())
+    valid_from = serializers.DateTimeField(allow_null=True, required=False,
+                                           help_text="When it began to hold (given for a search as_of a time).")
+    valid_to = serializers.DateTimeField(allow_null=True, required=False,
+                                         help_text="When what superseded it was said; null while it holds.")
 
 
 class MemorySearchInput(serializers.Serializer):

@@ -3,8 +3,8 @@ GET /v1/models and /v1/models/{id}.
 
 Plain async Django views rather than DRF, because this surface speaks OpenAI's error shape and streams under ASGI.
 The turn runs on one of ASSISTANT_TURN_THREADS threads (a burst beyond them queues); a client that disconnects
-cancels the stream, which stops the model. A chat UI's background task (chat_tasks.py: a title, tags, follow-ups) is
-answered on threads of its own and touches no user, session or memory.
+cancels the stream, which stops the model. A chat UI's background task (assistant/chat_tasks.py: a title, tags,
+follow-ups) is answered on threads of its own and touches no user, session or memory.
 """
 from __future__ import annotations
 
@@ -28,15 +28,16 @@ from django.db import connections
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from assistant.chat_tasks import TASK_HEADER, TaskAnswer, chat_task_answer, chat_task_messages, chat_task_of
+from assistant.idempotency import Claim, Replay, idempotency_claim, idempotency_key_parse
+from assistant.turns import turn_run
 from infra.errors import AppError, NotFound, PayloadTooLarge, ServiceUnavailable
 from infra.llm import llm_required
 from sessions.selectors import access_session
 from tenants.authentication import tenant_from_api_key
 
-from . import openai_responses as responses
-from .chat_tasks import TASK_HEADER, TaskAnswer, chat_task_answer, chat_task_messages, chat_task_of
-from .idempotency import Claim, Replay, idempotency_claim, idempotency_key_parse
-from .openai_bodies import (
+from . import responses
+from .bodies import (
     chunk_body,
     completion_body,
     completion_id,
@@ -48,9 +49,8 @@ from .openai_bodies import (
     tool_calls_delta,
     usage_chunk,
 )
-from .openai_requests import ChatRequest, chat_request_parse, chat_user_name, invalid, session_header_parse
-from .openai_sessions import chat_place, chat_session_check, chat_user_resolve, open_turn_input
-from .turns import turn_run
+from .requests import ChatRequest, chat_request_parse, chat_user_name, invalid, session_header_parse
+from .sessions import chat_place, chat_session_check, chat_user_resolve, open_turn_input
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class Prepared:
     earlier: list = field(default_factory=list)
     claim: Claim | None = None
     replay: Replay | None = None
-    task: str | None = None  # a chat UI's background task (chat_tasks.py): answered, nothing placed or stored
+    task: str | None = None  # a chat UI's background task (assistant/chat_tasks.py): answered, nothing placed or stored
 
 
 def _prepare_chat(request, tenant, chat: ChatRequest) -> Prepared:

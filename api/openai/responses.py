@@ -12,11 +12,11 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from assistant.client_tools import client_function, client_tools_build
 from infra.errors import NotFound
 
-from .client_tools import client_function, client_tools_build
-from .openai_bodies import continuum_extension
-from .openai_requests import (
+from .bodies import continuum_extension
+from .requests import (
     ChatRequest,
     client_tool_fields,
     conversation_parse,

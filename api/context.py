@@ -11,11 +11,11 @@ from context.links import link_list
 from context.models import BridgeSummary
 from infra.errors import ValidationFailed
 from infra.rendering import rendered
-from memory.apis.profile import ProfileEntryOutput
-from memory.apis.serializers import RetrievedMemoryOutput
+from orchestration.context import turn_context
 from sessions.selectors import access_session
 
-from ..context import turn_context
+from .profile import ProfileEntryOutput
+from .search import RetrievedMemoryOutput
 
 
 def _only_params(request, allowed: set[str]) -> None:

@@ -1,4 +1,4 @@
-"""REST endpoint for assistant turns: validate, call the turn service, serialize."""
+"""Assistant turns over REST: validate, call the turn service (assistant.turns), serialize."""
 from __future__ import annotations
 
 from django.conf import settings
@@ -7,16 +7,16 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from assistant.turns import turn_run
 from infra.errors import Conflict
 from infra.llm import llm_required
 from infra.openapi import ErrorBody
 from infra.rendering import rendered
 from infra.serializer_fields import StrictCharField
-from memory.apis.serializers import RetrievedMemoryOutput
 from sessions.models import Session
 from sessions.selectors import access_session
 
-from .turns import turn_run
+from .search import RetrievedMemoryOutput
 
 MAX_STEPS_CAP = 20
 

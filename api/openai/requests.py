@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from assistant.client_tools import ClientTools, client_function, client_tools_build
+from assistant.tool_results import ToolResults
 from infra.errors import ValidationFailed
-
-from .client_tools import ClientTools, client_function, client_tools_build
-from .tool_results import ToolResults
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 MAX_MESSAGES = 1_000

@@ -7,9 +7,8 @@ from rest_framework.views import APIView
 
 from infra.openapi import cursor_page
 from infra.pagination import paginate
+from orchestration.receipts import receipt_list
 from sessions.selectors import access_session
-
-from ..receipts import receipt_list
 
 
 class ReceiptItemOutput(serializers.Serializer):

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import MD5
 
+from assistant.history_lineup import line_up
 from infra.errors import Conflict, NotFound
 from infra.secrets import secrets_redact
 from orchestration.messages import messages_withdraw
@@ -21,8 +22,7 @@ from sessions.services import NewMessage
 from tenants.models import EndUser, Tenant
 from tenants.services import end_user_get_or_create
 
-from .history_lineup import line_up
-from .openai_requests import invalid
+from .requests import invalid
 
 
 def chat_session_check(*, tenant: Tenant, external_id: str, session_id: uuid.UUID) -> Session:
