@@ -1,6 +1,5 @@
-"""Admin for API keys and tenant erasures, and the toolkit every app's admin is built from: the one mixin that limits
-staff to their own tenants, the tenant and user filters, and the list cells and links. The tenant's and the end
-user's pages show what other apps hold about them, so they are in backoffice/admin/tenants.py.
+"""The toolkit every admin page is built from: the one mixin that limits staff to their own tenants, the tenant and user
+filters, read-only and inline bases, and the list cells and links.
 
 Superusers see everything. Any other staff user sees only the tenants listing them in Tenant.staff_users:
 every scoped ModelAdmin filters its queryset in TenantScopedAdminMixin, so another tenant's object is "not
@@ -9,21 +8,15 @@ apply on top.
 """
 from __future__ import annotations
 
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.forms import BaseInlineFormSet, ModelChoiceField
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
-from rest_framework_api_key.admin import APIKeyModelAdmin
-from rest_framework_api_key.models import APIKey
 
-from .models import EndUser, Tenant, TenantApiKey, TenantErasure
-
-# The library's own key model is unused (keys belong to tenants), and its admin would be unscoped: hide it.
-if admin.site.is_registered(APIKey):
-    admin.site.unregister(APIKey)
+from tenants.models import EndUser, Tenant
 
 
 def admin_tenants(request) -> QuerySet[Tenant] | None:
@@ -285,50 +278,3 @@ def changelist_link(model, label: str, **filters) -> str:
 def staff_actor(request) -> str:
     """How history names a staff user."""
     return request.user.get_username()
-
-
-@admin.register(TenantErasure)
-class TenantErasureAdmin(ReadOnlyAdmin):
-    """Superusers only (they alone may delete a tenant): the record outlives the tenant, so it cannot be scoped."""
-
-    list_display = ("slug", "state", "progress", "requested_by", "created_at", "started_at", "finished_at")
-    list_filter = ("state",)
-    search_fields = ("slug", "tenant_id_value")
-    readonly_fields = ("id", "tenant_id_value", "slug", "state", "users_done", "users_total", "requested_by",
-                       "created_at", "started_at", "finished_at", "error")
-
-    @admin.display(description="users erased")
-    def progress(self, obj):
-        return f"{obj.users_done} / {obj.users_total}"
-
-    def has_module_permission(self, request):
-        return request.user.is_active and request.user.is_superuser
-
-    def has_view_permission(self, request, obj=None):
-        return request.user.is_active and request.user.is_superuser
-
-
-@admin.register(TenantApiKey)
-class TenantApiKeyAdmin(TenantScopedAdminMixin, APIKeyModelAdmin):
-    list_display = ("prefix", "name", "tenant", "created", "expiry_date", "_has_expired", "revoked")
-    list_filter = (ScopedTenantFilter, "revoked", "created")
-    search_fields = ("name", "prefix", "tenant__slug")
-    actions = ["revoke_keys"]
-
-    def get_object(self, request, object_id, from_field=None):
-        # The key id is text: PostgreSQL refuses a NUL byte in it with an error (a 500), not an empty result.
-        if "\x00" in str(object_id):
-            return None
-        return super().get_object(request, object_id, from_field)
-
-    def get_readonly_fields(self, request, obj=None):
-        fields = tuple(super().get_readonly_fields(request, obj))
-        # A key never moves to another tenant.
-        return fields + ("tenant",) if obj is not None else fields
-
-    @admin.action(description="Revoke selected API keys", permissions=["change"])
-    def revoke_keys(self, request, queryset):
-        from .services import apikey_revoke
-
-        revoked = sum(apikey_revoke(tenant=key.tenant, prefix=key.prefix) for key in queryset.select_related("tenant"))
-        self.message_user(request, f"Revoked {revoked} API key(s).", messages.SUCCESS)

@@ -8,10 +8,10 @@ from django.db.models import Count
 from django.db.models.fields.json import KT
 
 from infra.labels import label_cut
-from tenants.admin import user_short
+from memory.models import MemoryStatus
+from memory.overview import DISTILLED, LAYER_LABELS, layer_of, layer_q, said_by
 
-from .models import MemoryStatus
-from .overview import DISTILLED, LAYER_LABELS, layer_of, layer_q, said_by
+from .toolkit import user_short
 
 
 class ConfidenceFilter(admin.SimpleListFilter):

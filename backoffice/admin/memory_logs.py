@@ -1,13 +1,16 @@
-"""Admin for memory history, lifecycle job runs and the vector outbox, read-only. A memory's own page reads sessions
-and orchestration (provenance, receipts), and the review queue deletes through orchestration's forgetting, so both are
-in backoffice/admin/ (memories.py, review.py)."""
+"""Admin for memory history, lifecycle job runs and the vector outbox, read-only. A memory's own page and the review
+queue are memories.py and review.py."""
 from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
-from tenants.admin import (
+from memory.models import JobRun, MemoryEvent, VectorOutbox
+from memory.timeline import actor_words, event_other_id, event_sentence
+
+from .memory_columns import UserColumn, memory_text_short
+from .toolkit import (
     ReadOnlyAdmin,
     ScopedTenantFilter,
     TenantScopedAdminMixin,
@@ -17,10 +20,6 @@ from tenants.admin import (
     when,
     wide_text,
 )
-
-from .admin_columns import UserColumn, memory_text_short
-from .models import JobRun, MemoryEvent, VectorOutbox
-from .timeline import actor_words, event_other_id, event_sentence
 
 
 @admin.register(MemoryEvent)

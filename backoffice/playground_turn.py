@@ -19,6 +19,8 @@ from datetime import datetime
 
 from django.conf import settings
 
+from assistant.loop_types import ChatModel
+from assistant.turns import turn_run
 from context.composer import SECTIONS, tool_tokens
 from infra import clock
 from infra.errors import NotFound
@@ -34,9 +36,6 @@ from sessions.models import Message, Session
 from sessions.selectors import access_session, session_open_for_user
 from tenants.models import EndUser, Tenant
 from tenants.services import end_user_get_or_create
-
-from .loop_types import ChatModel
-from .turns import turn_run
 
 SURFACE = "playground"  # the turn's receipts say they came from here
 CLOSE_REASON = "playground"

@@ -1,21 +1,19 @@
-"""Read-only admins for orchestration's rows: context receipts (what memory each composed context was given, and what it
-left out, read as a page) and bulk import jobs."""
+"""Context receipts, read-only: what memory each composed context was given, and what it left out, read as a page
+(backoffice/receipt_page.py)."""
 from __future__ import annotations
 
 from django.contrib import admin
 
-from sessions.admin import SessionUserFilter
+from orchestration.models import ContextReceipt
 from sessions.labels import session_words
-from tenants.admin import (
+
+from ..receipt_page import receipt_page
+from .toolkit import (
     ReadOnlyAdmin,
     ScopedTenantFilter,
     TenantScopedAdminMixin,
-    UserFilterMediaMixin,
     admin_link,
 )
-
-from .models import ContextReceipt, ImportJob
-from .receipt_page import receipt_page
 
 
 class MemoryUsedFilter(admin.SimpleListFilter):
@@ -40,8 +38,8 @@ class MemoryUsedFilter(admin.SimpleListFilter):
 
 @admin.register(ContextReceipt)
 class ContextReceiptAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
-    """A receipt reads as a page (receipt_page.py): its sections' tokens, what was given to the model linked to the
-    memories and messages, what was left out and why."""
+    """A receipt reads as a page (backoffice/receipt_page.py): its sections' tokens, what was given to the model linked
+    to the memories and messages, what was left out and why."""
 
     list_display = ("created_at", "surface", "session_link", "included_count", "left_out_count", "total_tokens",
                     "budget", "tenant")
@@ -69,25 +67,3 @@ class ContextReceiptAdmin(TenantScopedAdminMixin, ReadOnlyAdmin):
     @admin.display(description="user")
     def user_link(self, obj):
         return admin_link(obj.user)
-
-
-@admin.register(ImportJob)
-class ImportJobAdmin(UserFilterMediaMixin, TenantScopedAdminMixin, ReadOnlyAdmin):
-    """Bulk imports and their progress (the export itself is not shown: it is the users' conversations)."""
-
-    list_display = ("id", "tenant", "user", "format", "source", "status", "progress", "messages_created",
-                    "messages_skipped", "created_at", "finished_at")
-    list_filter = (ScopedTenantFilter, SessionUserFilter, "status", "format", "source")
-    search_fields = ("id", "user__external_id", "file_name")
-    list_select_related = ("tenant", "user")
-    fields = readonly_fields = ("id", "tenant", "user", "format", "options", "source", "status", "file_name",
-                                "sessions_total", "messages_total", "position", "sessions_created",
-                                "messages_created", "messages_skipped", "error", "created_at", "started_at",
-                                "finished_at")
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).defer("payload")
-
-    @admin.display(description="messages consumed")
-    def progress(self, obj):
-        return f"{obj.position} / {obj.messages_total}"

@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from context.models import BridgeSummary, SessionLink
 from memory.models import MemoryRecord
 from memory.overview import with_removal
+from orchestration.models import ContextReceipt, ContextReceiptItem
 from sessions.labels import session_words
 from sessions.models import Message, Session
-
-from .models import ContextReceipt, ContextReceiptItem
 
 # The composer's sections, in the order the context holds them, in words.
 SECTION_WORDS = {

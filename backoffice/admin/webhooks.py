@@ -9,11 +9,11 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from infra.errors import AppError
-from tenants.admin import ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin
+from webhooks import services
+from webhooks.models import EventType, WebhookAttempt, WebhookDelivery, WebhookEndpoint
+from webhooks.targets import webhook_url_clean
 
-from . import services
-from .models import EventType, WebhookAttempt, WebhookDelivery, WebhookEndpoint
-from .targets import webhook_url_clean
+from .toolkit import ParentScopedInlineMixin, ReadOnlyAdmin, ScopedTenantFilter, TenantScopedAdminMixin
 
 
 class WebhookEndpointForm(forms.ModelForm):
