@@ -1,7 +1,7 @@
 """The staff playground at /admin/playground/: chat as one end user of a tenant and see the answer, the context the
-model was shown by section, the turn's receipt and the memories that changed (the turn: assistant/playground.py).
+model was shown by section, the turn's receipt and the memories that changed (the turn: playground_turn.py).
 
-Staff see the tenants the admin lets them see (tenants.admin.admin_tenants) and need the permission to change
+Staff see the tenants the admin lets them see (admin/toolkit.py, admin_tenants) and need the permission to change
 sessions: a turn here writes the end user's messages and memories as a real one does. The context a model read is
 shown in the answer to the message's POST only (it is not stored); a refresh re-reads what the turn's background
 task has written since: its receipt, the memories it changed, and the session's last messages.
@@ -17,7 +17,12 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.template.response import TemplateResponse
 
-from assistant.playground import (
+from infra.errors import AppError, ServiceUnavailable
+from infra.llm import llm_configured
+from tenants.models import Tenant
+
+from .admin.toolkit import admin_tenants
+from .playground_turn import (
     SECTION_LABELS,
     playground_after,
     playground_close,
@@ -26,10 +31,6 @@ from assistant.playground import (
     playground_turn,
     playground_user,
 )
-from infra.errors import AppError, ServiceUnavailable
-from infra.llm import llm_configured
-from tenants.admin import admin_tenants
-from tenants.models import Tenant
 
 PERMISSION = "chat_sessions.change_session"
 REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)  # the API answers these with a 503

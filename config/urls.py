@@ -7,15 +7,6 @@ from backoffice.playground import playground
 from ops.health import healthz, readyz
 from ops.metrics import metrics
 
-api_v1 = [
-    # orchestration first: its fixed routes under users/<id>/memories/ come before memory's detail route
-    path("", include("orchestration.urls")),
-    path("", include("tenants.urls")),
-    path("", include("memory.urls")),
-    path("", include("assistant.urls")),
-    path("", include("webhooks.urls")),
-]
-
 # The admin's "View site" opens the API's documentation: the service has no site of its own at "/".
 admin.site.site_url = "/api/docs/"
 admin.site.site_header = admin.site.site_title = "Continuum admin"
@@ -26,8 +17,8 @@ admin.site.index_template = "admin/playground/index.html"  # the admin index, wi
 urlpatterns = [
     path("admin/playground/", playground, name="admin_playground"),  # before admin/, whose catch-all would take it
     path("admin/", admin.site.urls),
-    path("api/v1/", include(api_v1)),
-    path("v1/", include("assistant.openai_urls")),
+    path("api/v1/", include("api.urls")),
+    path("v1/", include("api.openai.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
     path("healthz", healthz),

@@ -15,8 +15,8 @@ from django.core.exceptions import DisallowedHost
 from django.db import close_old_connections
 from django.http import HttpRequest
 
-from assistant.openai_requests import chat_user_name
-from assistant.openai_sessions import chat_user_resolve
+from api.openai.requests import chat_user_name
+from api.openai.sessions import chat_user_resolve
 from infra.errors import AppError, ValidationFailed
 from infra.exception_handler import error_body
 from tenants.authentication import tenant_from_api_key

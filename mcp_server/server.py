@@ -16,17 +16,17 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, ToolAnnotations
 from pydantic import Field
 
+from api.context import ContextOutput
+from api.memories import UserMemoryOutput
+from api.search import MAX_K, MAX_QUERY_CHARS, MemorySearchOutput
+from api.sessions import SessionOutput
 from context.selectors import bridge_summaries
 from infra.errors import AppError
 from memory import actions
-from memory.apis.controls import UserMemoryOutput
-from memory.apis.search import MAX_K, MAX_QUERY_CHARS, MemorySearchOutput
 from memory.models import MemoryEvent, MemoryKind, MemoryStatus, SourceType
 from memory.retrieval import memory_retrieve
 from memory.selectors import memory_list
 from memory.validity import as_of_parse
-from orchestration.apis.context import ContextOutput
-from orchestration.apis.sessions import SessionOutput
 from orchestration.context import turn_context
 from orchestration.forgetting import memory_forget
 from sessions.selectors import access_session, session_list

@@ -15,7 +15,6 @@ from django.utils.html import format_html
 from infra import clock
 from infra.errors import AppError
 from memory import actions as memory_actions
-from memory.admin_columns import ConfidenceFilter, LayerFilter, MemoryColumns, memory_text_short
 from memory.extraction.candidate import subject_normalize
 from memory.models import MemoryEvent, MemoryRecord, MemoryStatus
 from memory.overview import memory_origin, status_label, with_removal
@@ -23,7 +22,10 @@ from memory.timeline import memory_timeline
 from orchestration.forgetting import memory_forget
 from orchestration.models import ContextReceipt
 from orchestration.receipts import memory_receipt_usage
-from tenants.admin import (
+
+from .memory_columns import ConfidenceFilter, LayerFilter, MemoryColumns, memory_text_short
+from .review import controls_apply
+from .toolkit import (
     ScopedTenantFilter,
     TenantScopedAdminMixin,
     UserFilter,
@@ -34,8 +36,6 @@ from tenants.admin import (
     when,
     wide_text,
 )
-
-from .review import controls_apply
 
 
 class ExpiredFilter(admin.SimpleListFilter):

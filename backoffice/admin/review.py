@@ -19,13 +19,15 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from infra.errors import AppError
 from memory import actions as memory_actions
-from memory.admin_columns import ConfidenceFilter, MemoryColumns, memory_text_short
 from memory.models import MemoryEvent, MemoryRecord, MemoryReview
 from memory.overview import memory_origin, said_by
 from memory.review import near_duplicate_pairs, review_pending
 from memory.subjects import slot_words
 from orchestration.forgetting import memory_forget
-from tenants.admin import (
+from tenants.models import EndUser, Tenant
+
+from .memory_columns import ConfidenceFilter, MemoryColumns, memory_text_short
+from .toolkit import (
     ScopedTenantFilter,
     TenantScopedAdminMixin,
     UserFilter,
@@ -37,7 +39,6 @@ from tenants.admin import (
     when,
     wide_text,
 )
-from tenants.models import EndUser, Tenant
 
 
 def controls_apply(admin_view, request, records, control, verb: str) -> None:

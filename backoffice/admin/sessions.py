@@ -14,10 +14,10 @@ from context.bridge_support import bridge_support
 from context.models import SessionLink, SummaryAnchor
 from infra.labels import label_cut
 from orchestration.sessions import session_close
-from orchestration.transcript import transcript_memories, transcript_select
-from sessions.admin import SessionUserFilter
 from sessions.models import Message, Session
-from tenants.admin import (
+
+from ..transcript import transcript_memories, transcript_select
+from .toolkit import (
     ParentScopedInlineMixin,
     ReadOnlyAdmin,
     ScopedTenantFilter,
@@ -40,6 +40,10 @@ def session_heading(session) -> str:
     """ "Flights to Boston — Dana, 5 Dec 2026 20:31": a session in words."""
     name = label_cut(session.title or session.goal, 80) or "Untitled session"
     return f"{name} — {session.user}, {session.opened_at:%d %b %Y %H:%M}"
+
+
+# Per-user lists of sessions' rows (sessions, import jobs) and of messages, the user picked by name.
+SessionUserFilter = user_filter("user", ("chat_sessions", "session", "user"))
 MessageUserFilter = user_filter("session__user", ("chat_sessions", "session", "user"))
 
 

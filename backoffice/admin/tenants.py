@@ -26,11 +26,15 @@ from memory.overview import (
 )
 from memory.profile import profile_select
 from orchestration.erasure import tenant_erasure_start, user_erase
-from orchestration.extraction_yield import extraction_yield
 from sessions.models import Session
 from sessions.selectors import session_list
-from tenants.admin import (
+from tenants.models import EndUser, Tenant, TenantApiKey, TenantErasure
+
+from ..extraction_yield import extraction_yield
+from .sessions import SESSION_ORDER
+from .toolkit import (
     ParentScopedInlineMixin,
+    ReadOnlyAdmin,
     ScopedTenantFilter,
     TenantScopedAdminMixin,
     changelist_link,
@@ -38,9 +42,6 @@ from tenants.admin import (
     erasure_summary,
     staff_actor,
 )
-from tenants.models import EndUser, Tenant, TenantApiKey
-
-from .sessions import SESSION_ORDER
 
 
 def _unconfirmed(request, *, keep: bool):
@@ -280,3 +281,24 @@ class EndUserAdmin(TenantScopedAdminMixin, admin.ModelAdmin):
     def delete_queryset(self, request, queryset):
         for user in queryset.select_related("tenant"):
             user_erase(tenant=user.tenant, user=user)
+
+
+@admin.register(TenantErasure)
+class TenantErasureAdmin(ReadOnlyAdmin):
+    """Superusers only (they alone may delete a tenant): the record outlives the tenant, so it cannot be scoped."""
+
+    list_display = ("slug", "state", "progress", "requested_by", "created_at", "started_at", "finished_at")
+    list_filter = ("state",)
+    search_fields = ("slug", "tenant_id_value")
+    readonly_fields = ("id", "tenant_id_value", "slug", "state", "users_done", "users_total", "requested_by",
+                       "created_at", "started_at", "finished_at", "error")
+
+    @admin.display(description="users erased")
+    def progress(self, obj):
+        return f"{obj.users_done} / {obj.users_total}"
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None):
+        return request.user.is_active and request.user.is_superuser

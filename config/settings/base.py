@@ -240,7 +240,7 @@ ASSISTANT_MODEL_ALIASES = env.list("ASSISTANT_MODEL_ALIASES", default=[])
 # Sampling temperature of a turn's model calls when the client asks for none; empty: the model server's default. A
 # small model sampled at a server's usual 0.8 wanders (arguments of its own invention, a different call each step).
 ASSISTANT_TEMPERATURE = env.float("ASSISTANT_TEMPERATURE", default=None)
-# Threads the OpenAI-compatible surface runs chat turns on (assistant/openai_views.py); requests beyond them wait in a
+# Threads the OpenAI-compatible surface runs chat turns on (api/openai/views.py); requests beyond them wait in a
 # queue for one, each turn ahead of them bounded by ASSISTANT_WALL_CLOCK_SECONDS.
 ASSISTANT_TURN_THREADS = env.int("ASSISTANT_TURN_THREADS", default=16)
 

@@ -1,17 +1,19 @@
 """The import direction of the code base (DESIGN.md, "Layers"): every import, module-level or inside a function,
 points down the layers, and memory and the sessions app never import each other.
 
-    surfaces         config, ops, mcp_server, backoffice: may import anything below
-    (an API view, URL conf, management command or admin module has its package's layer: it lives in the package
-    whose services it calls, so a view of a flow that orchestration owns lives in orchestration/apis/, and an admin
-    page that reads across apps lives in backoffice/admin/)
-    assistant        assistant mode: the ReAct loop, its tools, the OpenAI protocol
-    orchestration    a message's and a turn's fan-out across the packages
+    surfaces         api (REST /api/v1; api/openai/: /v1), backoffice (the Django admin and its read models),
+                     mcp_server (/mcp), ops (health, metrics), config (the composition root): each may import
+                     anything below it; side by side, only config imports the others, and mcp_server takes the REST
+                     shapes from api
+    assistant        assistant mode: the ReAct loop, its tools, a turn's run
+    orchestration    flows that cross the packages: a message's and a turn's fan-out, import, erase, export
     context          buffer, anchors, bridges, links, composer
     memory | sessions   siblings: neither imports the other
     webhooks         per-tenant endpoints and signed deliveries: every layer above emits its events here
     tenants          tenancy: tenants, keys, end users, scoped managers
     infra            core adapters: errors, clock, tokens, Redis, LLM client, embedder, vector store
+
+Below the surfaces no package holds a view, a URL route or an admin page: those live in api/ and backoffice/.
 """
 from __future__ import annotations
 
@@ -23,8 +25,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LAYERS = {"assistant": 1, "orchestration": 2, "context": 3, "memory": 4, "sessions": 4, "webhooks": 5, "tenants": 6,
           "infra": 7}
-# mcp_server: the MCP surface at /mcp; backoffice: the staff admin's pages that read across apps
-SURFACE_PACKAGES = {"config", "ops", "mcp_server", "backoffice"}
+# api: REST /api/v1 and the OpenAI-compatible /v1; backoffice: the Django admin; mcp_server: /mcp; ops: health and
+# metrics; config: settings, URL conf, Celery app
+SURFACE_PACKAGES = {"api", "backoffice", "config", "mcp_server", "ops"}
+# Surfaces side by side: config composes them all; otherwise only these edges (the MCP tools answer in the REST shapes).
+SURFACE_EDGES = {("mcp_server", "api")}
 SIBLINGS = {("memory", "sessions"), ("sessions", "memory")}
 PACKAGES = set(LAYERS) | SURFACE_PACKAGES
 
@@ -68,6 +73,8 @@ def violation(importer: str, imported: str) -> str | None:
     if (src, dst) in SIBLINGS:
         return f"{src} and {dst} never import each other (what crosses them lives in orchestration)"
     if src in SURFACE_PACKAGES:
+        if dst in SURFACE_PACKAGES and src != "config" and (src, dst) not in SURFACE_EDGES:
+            return f"{src} and {dst} are surfaces side by side: neither imports the other"
         return None
     if dst in SURFACE_PACKAGES:
         return f"{dst} is a surface; only surfaces import it"
@@ -98,16 +105,18 @@ def test_every_import_points_down_the_layers():
     assert not problems, "imports against the layers:\n" + "\n".join(problems)
 
 
-def test_an_admin_import_put_back_fails_the_scan():
-    """No module is exempt by its file name: tenants/admin.py reaching up to memory again (as its end user page did
-    before the page moved to backoffice/) is reported like any other climbing import."""
-    path = ROOT / "tenants" / "admin.py"
+def test_a_climbing_import_put_back_fails_the_scan():
+    """No module is exempt by its file name or by sitting in a function: tenants/selectors.py reaching up to memory or
+    to the REST surface is reported like any other climbing import."""
+    path = ROOT / "tenants" / "selectors.py"
     assert layer_problems(path) == []
-    climbed = path.read_text() + "\n\ndef _memory_model():\n    from memory.models import MemoryRecord\n"
+    climbed = path.read_text() + ("\n\ndef _memory_model():\n    from memory.models import MemoryRecord\n"
+                                  "\n\ndef _user_shape():\n    from api.users import EndUserOutput\n")
     line = climbed[:climbed.index("from memory.models")].count("\n") + 1
     assert layer_problems(path, climbed) == [
-        f"tenants/admin.py:{line} imports memory.models: tenants (layer 6) may not import memory (layer 4): "
-        "dependencies point down"]
+        f"tenants/selectors.py:{line} imports memory.models: tenants (layer 6) may not import memory (layer 4): "
+        "dependencies point down",
+        f"tenants/selectors.py:{line + 4} imports api.users: api is a surface; only surfaces import it"]
 
 
 def test_the_scan_sees_every_package_and_function_level_imports():
@@ -116,6 +125,99 @@ def test_the_scan_sees_every_package_and_function_level_imports():
     inner = [i for p in files if module_name(p) == "memory.retrieval_query" for i in imports_of(p)
              if i[0] == "infra.llm"]
     assert inner, "function-level imports are part of the graph (memory.retrieval_query imports the LLM client lazily)"
+
+
+# What makes a module a view, a route or an admin page. Below the surfaces none is allowed: DRF serializers, the
+# exception handler, pagination, throttling and authentication are not views and stay where they are.
+SURFACE_MODULE_NAMES = {"apis", "views", "urls", "admin"}
+SURFACE_IMPORTS = {
+    "rest_framework.views": {"APIView"},  # its exception_handler is infra's to wrap
+    "rest_framework.generics": None,  # None: any name
+    "rest_framework.viewsets": None,
+    "rest_framework.routers": None,
+    "rest_framework.decorators": None,
+    "django.urls": {"path", "re_path", "include"},
+    "django.conf.urls": None,
+    "django.views": None,
+    "django.contrib.admin": None,
+}
+SURFACE_SUBMODULES = {"rest_framework": {"views", "generics", "viewsets", "routers", "decorators"},
+                      "django.contrib": {"admin"}, "django": {"urls", "views"}}
+SURFACE_BASES = ("APIView", "ViewSet", "View", "ModelAdmin", "InlineModelAdmin", "TabularInline", "StackedInline",
+                 "ListFilter", "SimpleListFilter")
+
+
+def _surface_import(module: str, names: list[str]) -> bool:
+    for prefix, allowed in SURFACE_IMPORTS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return allowed is None or bool(allowed & set(names)) or "*" in names
+    return bool(SURFACE_SUBMODULES.get(module, set()) & set(names))
+
+
+def surface_problems(path: Path, source: str | None = None) -> list[str]:
+    """Every view, URL route or admin page the file (or `source`, read as that file) defines or imports the makings of,
+    with the line."""
+    where = path.relative_to(ROOT)
+    problems = []
+    parts = module_name(path).split(".")
+    if SURFACE_MODULE_NAMES & set(parts[1:]):
+        problems.append(f"{where}: a module named {'.'.join(parts[1:])} (views, routes and admin pages live in api/ "
+                        "and backoffice/)")
+    for node in ast.walk(ast.parse(path.read_text() if source is None else source, filename=str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                module, _, name = alias.name.rpartition(".")
+                if _surface_import(alias.name, []) or (module and _surface_import(module, [name])):
+                    problems.append(f"{where}:{node.lineno} imports {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [alias.name for alias in node.names]
+            if _surface_import(node.module or "", names):
+                problems.append(f"{where}:{node.lineno} imports {', '.join(names)} from {node.module}")
+        elif isinstance(node, ast.ClassDef):
+            bases = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases]
+            if any(b.endswith(SURFACE_BASES) for b in bases):
+                problems.append(f"{where}:{node.lineno} class {node.name}({', '.join(bases)}): a view or admin page")
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "urlpatterns" for t in targets):
+                problems.append(f"{where}:{node.lineno} defines urlpatterns")
+    return problems
+
+
+def test_no_package_below_the_surfaces_holds_a_view_a_route_or_an_admin_page():
+    problems = [problem for path in project_files() if module_name(path).split(".")[0] in LAYERS
+                for problem in surface_problems(path)]
+    assert not problems, "views, routes or admin pages below the surfaces:\n" + "\n".join(problems)
+
+
+def test_the_surfaces_hold_the_views_routes_and_admin_pages():
+    """The scan knows a view, a route and an admin page when it sees one: each surface module below is full of them."""
+    for module in ("api/memories.py", "api/urls.py", "api/openai/urls.py", "backoffice/admin/memory_logs.py",
+                   "backoffice/admin/toolkit.py"):
+        assert surface_problems(ROOT / module), module
+
+
+@pytest.mark.parametrize("added", [
+    "from rest_framework.views import APIView\n\n\nclass MemoryListApi(APIView):\n    pass\n",
+    "from rest_framework import generics\n",
+    "from rest_framework.decorators import api_view\n",
+    "from django.urls import path\n\nurlpatterns = [path('x', print)]\n",
+    "import django.contrib.admin\n",
+    "from django.contrib import admin\n\n\n@admin.register(object)\nclass MemoryAdmin(admin.ModelAdmin):\n    pass\n",
+    "from django.views.decorators.csrf import csrf_exempt\n",
+])
+def test_a_view_route_or_admin_page_put_back_below_the_surfaces_fails_the_scan(added):
+    path = ROOT / "memory" / "selectors.py"
+    assert surface_problems(path) == []
+    assert surface_problems(path, path.read_text() + "\n" + added)
+
+
+def test_a_view_module_put_back_below_the_surfaces_fails_the_scan():
+    assert surface_problems(ROOT / "memory" / "apis" / "controls.py", "") == [
+        "memory/apis/controls.py: a module named apis.controls (views, routes and admin pages live in api/ and "
+        "backoffice/)"]
+    assert surface_problems(ROOT / "tenants" / "admin.py", "")
+    assert surface_problems(ROOT / "orchestration" / "urls.py", "")
 
 
 def _imported_names(path: Path) -> list[str]:
@@ -201,34 +303,31 @@ def test_the_circle_finder_sees_a_circle_through_a_function_level_import():
 @pytest.mark.parametrize("importer, imported", [
     ("memory.retrieval", "sessions.models"),  # the siblings
     ("sessions.services", "memory.extraction.classify"),
-    ("sessions.admin", "memory.models"),
     ("memory.extraction.pipeline", "context.buffer"),  # upwards
     ("context.composer", "orchestration.context"),
     ("tenants.services", "orchestration.erasure"),
     ("infra.health", "memory.models"),
     ("infra.checks", "config.celery"),
-    ("assistant.tools", "mcp_server.server"),  # a surface is imported by surfaces only
     ("orchestration.messages", "assistant.turns"),
     ("webhooks.events", "memory.models"),  # webhooks hear of changes; they never reach up for them
     ("webhooks.delivery", "sessions.models"),
     ("tenants.services", "webhooks.events"),
-    # the imports that climbed from API modules inside low packages: a view's file name exempts nothing
-    ("sessions.apis", "orchestration.messages"),
-    ("context.apis", "orchestration.context"),
-    ("memory.apis.controls", "orchestration.erasure"),
-    ("tenants.apis", "orchestration.erasure"),
-    ("sessions.management.commands.import_conversations", "orchestration.imports"),
     ("ops.health", "config.celery"),
-    # the imports that climbed from the admin modules of low packages: an admin's file name exempts nothing either
-    ("tenants.admin", "memory.models"),
-    ("tenants.admin", "sessions.selectors"),
-    ("tenants.admin", "orchestration.erasure"),
-    ("memory.admin", "orchestration.receipts"),
-    ("memory.admin_review", "orchestration.models"),
-    ("sessions.admin", "assistant.tools"),
-    ("sessions.admin", "context.bridge_support"),
-    ("sessions.admin", "orchestration.transcript"),
-    ("tenants.admin", "backoffice.admin.tenants"),  # the admin surface is imported by surfaces only
+    # a surface is imported by surfaces only: a view, a serializer or an admin page never comes back down
+    ("assistant.tools", "mcp_server.server"),
+    ("assistant.turns", "api.turns"),
+    ("assistant.chat_tasks", "api.openai.requests"),
+    ("orchestration.forgetting", "api.memories"),
+    ("memory.selectors", "api.search"),
+    ("tenants.services", "backoffice.admin.toolkit"),
+    ("orchestration.receipts", "backoffice.receipt_page"),
+    ("sessions.selectors", "backoffice.transcript"),
+    # surfaces side by side: neither imports the other (config composes them; mcp_server answers in api's shapes)
+    ("api.users", "backoffice.admin.toolkit"),
+    ("backoffice.playground", "api.openai.sessions"),
+    ("api.memories", "mcp_server.server"),
+    ("backoffice.admin.memories", "mcp_server.server"),
+    ("api.urls", "config.urls"),
 ])
 def test_an_import_against_the_direction_is_refused(importer, imported):
     assert violation(importer, imported)
@@ -237,12 +336,17 @@ def test_an_import_against_the_direction_is_refused(importer, imported):
 @pytest.mark.parametrize("importer, imported", [
     ("orchestration.messages", "context.buffer"), ("context.buffer", "memory.selectors"),
     ("context.links", "sessions.models"), ("memory.actions", "tenants.selectors"), ("tenants.scoping", "django.db"),
-    ("orchestration.apis.sessions", "orchestration.messages"), ("config.urls", "ops.health"),
-    ("memory.admin", "tenants.admin"), ("webhooks.admin", "tenants.admin"), ("orchestration.admin", "tenants.admin"),
-    ("backoffice.admin.tenants", "memory.models"), ("backoffice.admin.tenants", "orchestration.erasure"),
-    ("backoffice.admin.sessions", "assistant.tools"), ("backoffice.admin.memories", "orchestration.receipts"),
-    ("mcp_server.server", "orchestration.context"), ("config.asgi", "mcp_server.asgi"),
-    ("memory.actions", "webhooks.events"), ("context.bridge", "webhooks.events"), ("webhooks.events", "tenants.models"),
+    ("assistant.turns", "orchestration.context"), ("memory.actions", "webhooks.events"),
+    ("context.bridge", "webhooks.events"), ("webhooks.events", "tenants.models"),
+    # the surfaces call down into whichever package owns the work
+    ("api.memories", "orchestration.forgetting"), ("api.memories", "memory.selectors"),
+    ("api.users", "tenants.services"), ("api.turns", "assistant.turns"), ("api.openai.views", "assistant.turns"),
+    ("api.openai.sessions", "sessions.models"),
+    ("backoffice.admin.receipts", "orchestration.models"), ("backoffice.admin.sessions", "assistant.tools"),
+    ("backoffice.playground_turn", "assistant.turns"), ("backoffice.transcript", "memory.overview"),
+    ("mcp_server.server", "orchestration.context"), ("mcp_server.server", "api.search"),
+    ("config.urls", "api.urls"), ("config.urls", "backoffice.playground"), ("config.asgi", "mcp_server.asgi"),
+    ("config.urls", "ops.health"),
 ])
 def test_an_import_along_the_direction_is_allowed(importer, imported):
     assert violation(importer, imported) is None

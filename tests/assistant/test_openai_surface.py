@@ -155,7 +155,7 @@ def test_a_burst_of_turns_queues_for_the_turn_threads_and_every_one_is_answered(
 
 
 def test_a_queued_turn_whose_client_left_records_nothing(server, llm, alice, settings, monkeypatch):
-    from assistant import openai_views
+    from api.openai import views as openai_views
 
     settings.ASSISTANT_TURN_THREADS = 1
     release = threading.Event()

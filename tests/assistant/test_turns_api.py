@@ -278,7 +278,7 @@ def test_recall_finds_only_this_users_memories_with_provenance(llm, stored, alic
 
 
 def test_a_turns_response_is_the_turn_output_serializers(llm, stored, alice, alice_user, alice_session):
-    from assistant.apis import TurnOutput
+    from api.turns import TurnOutput
     from assistant.turns import turn_run
     from infra.rendering import rendered
 

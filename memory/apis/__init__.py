@@ -1,1 +1,0 @@
-"""REST endpoints of the memory app: search (retrieval) and end-user controls."""

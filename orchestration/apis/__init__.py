@@ -1,1 +1,0 @@
-"""REST views of the flows orchestration owns: sessions and their messages, imports, context, erasure."""
