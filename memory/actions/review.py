@@ -18,6 +18,7 @@ from infra.secrets import secrets_redact
 from tenants.models import EndUser, Tenant
 
 from ..extraction.candidate import subject_normalize
+from ..extraction.rules import resolve_dates
 from ..models import MemoryEvent, MemoryRecord, MemoryStatus
 from ..selectors import memories_matching
 from ..subjects import slot_after_edit
@@ -92,9 +93,17 @@ def memory_update_text(
         if (record.subject, record.value) != (new_subject, new_value):
             notes.append("subject and value set" if subject is not None or value is not None
                          else "subject and value read from the text")
+        fields = ["text", "content_hash", "subject", "value", "updated_at"]
+        if record.text != text:
+            # The dates its words name are read again against when it was said: an edit of "April 15" to "April 30"
+            # must not keep showing the old day beside the new words.
+            dates = resolve_dates(text, record.created_at) if record.created_at else []
+            metadata = {k: v for k, v in (record.metadata or {}).items() if k != "dates"}
+            record.metadata = {**metadata, **({"dates": dates} if dates else {})}
+            fields.append("metadata")
         record.text, record.subject, record.value = text, new_subject, new_value
         record.content_hash = content_hash_for(text)
-        record.save(update_fields=["text", "content_hash", "subject", "value", "updated_at"])
+        record.save(update_fields=fields)
         memory_history_write(
             record=record,
             action=Action.UPDATED,

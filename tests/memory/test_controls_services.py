@@ -39,6 +39,21 @@ def test_update_text_re_embeds_and_records_the_actor(alice, alice_user):
     assert event.after["text"] == "My favourite colour is dark blue"
 
 
+def test_an_edited_date_is_read_again_against_when_it_was_said(alice, alice_user):
+    """The resolved dates shown beside a memory's words follow an edit: "April 15" edited to "April 30" shows
+    30 April of the year it was said, not the old day."""
+    said = clock.now().replace(year=2025, month=3, day=3)
+    m = memory_make(alice, alice_user, "Craig's deadline is April 15.", created_at=said,
+                    metadata={"dates": [{"phrase": "april 15", "date": "2025-04-15", "granularity": "day"}]})
+    controls.memory_update_text(tenant=alice, memory=m, text="Craig's deadline is April 30.", actor_type="staff")
+    m.refresh_from_db()
+    assert [d["date"] for d in m.metadata["dates"]] == ["2025-04-30"], m.metadata
+    controls.memory_update_text(tenant=alice, memory=m, text="Craig's deadline moved, no date yet.",
+                                actor_type="staff")
+    m.refresh_from_db()
+    assert "dates" not in m.metadata, m.metadata
+
+
 def test_update_text_unchanged_writes_nothing_and_blank_is_refused(alice, alice_user):
     m = memory_make(alice, alice_user, "I live in Lyon")
     controls.memory_update_text(tenant=alice, memory=m, text="  I live in Lyon ", actor_type="staff")
