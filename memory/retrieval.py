@@ -65,7 +65,7 @@ from .retrieval_ranking import (
     scores_diversify,
     scores_thread_order,
 )
-from .retrieval_reads import memory_rows, turn_event_ids
+from .retrieval_reads import memory_rows, replacing_ids, turn_event_ids
 
 log = logging.getLogger(__name__)
 
@@ -286,8 +286,13 @@ def lines_as_turns(*, tenant, user_ids: list[str], shortlist: list[tuple[int, Ca
     """The shortlist with each line that quotes a turn (QUOTING_EXTRACTORS) standing for that turn: the line is a key
     the turn is found by, and the turn is what is shown (its passage that holds the line's words, for a long message).
     The turn takes the best score and tier of itself and its lines. A line whose turn has no active memory (retired
-    by a change, deleted) stays as it is. `rows` and `cands` receive the turns' rows and the candidates they rank by."""
+    by a change, deleted), or that replaced an earlier value, stays as it is. `rows` and `cands` receive the turns'
+    rows and the candidates they rank by."""
     quoting = [rows[c.memory_id] for _, c in shortlist if c.memory_id in rows and _quotes_a_turn(rows[c.memory_id])]
+    # A line that replaced an earlier value says what holds now ("Ada's destination is Newark."), which its turn
+    # alone ("Change the destination to Newark.") does not: it stays a line.
+    current = replacing_ids(tenant=tenant, memory_ids=[r["id"] for r in quoting])
+    quoting = [r for r in quoting if r["id"] not in current]
     if not quoting:
         return shortlist
     events = turn_event_ids(tenant=tenant, user_ids=user_ids, message_ids={r["source_message_id"] for r in quoting},
@@ -298,7 +303,7 @@ def lines_as_turns(*, tenant, user_ids: list[str], shortlist: list[tuple[int, Ca
     best: dict[str, tuple[int, Candidate]] = {}
     for tier, c in shortlist:
         row = rows.get(c.memory_id)
-        if row is not None and _quotes_a_turn(row):
+        if row is not None and _quotes_a_turn(row) and row["id"] not in current:
             passages = [rows[mid] for mid in events.get(row["source_message_id"], []) if mid in rows]
             if passages:
                 words = content_words(row["text"])

@@ -136,6 +136,14 @@ def turn_event_ids(*, tenant, user_ids: list[str], message_ids, now) -> dict[str
     return out
 
 
+def replacing_ids(*, tenant, memory_ids: list[str]) -> set[str]:
+    """Those of `memory_ids` that superseded another memory (the current value of something that changed)."""
+    if not memory_ids:
+        return set()
+    return {str(mid) for mid in MemoryRecord.objects.for_tenant(tenant)
+            .filter(superseded_by_id__in=list(memory_ids)).values_list("superseded_by_id", flat=True).distinct()}
+
+
 def session_numbers_orm(*, tenant, user_ids) -> dict[str, int]:
     """Each session's ordinal among its user's sessions, oldest first, by session id."""
     numbers: dict[str, int] = {}

@@ -249,10 +249,12 @@ def test_erasing_the_user_erases_their_notes(alice, alice_user, extract_calls, b
 
 def test_a_note_line_is_read_in_place_of_the_passages_of_its_turns(alice, alice_user, extract_calls, bridge_calls,
                                                                      settings):
-    """Where retrieval is configured to return notes (MEMORY_RETRIEVE_NOTES), a line stands for the turns it cites."""
+    """Where retrieval is configured to return notes as lines (MEMORY_RETRIEVE_NOTES, and MEMORY_LINES_AS_TURNS off),
+    a line stands for the turns it cites."""
     from orchestration.messages import message_extract
 
     settings.MEMORY_RETRIEVE_NOTES = True
+    settings.MEMORY_LINES_AS_TURNS = False
     alice.memory_ttl_days = {"event": None, "goal": None, "note": None}
     alice.save()
     session = _closed(alice, alice_user)
