@@ -169,6 +169,24 @@ def message_rows_rewrite(*, tenant: Tenant, rewrite: Callable[[str], str], sessi
     return changed
 
 
+def message_row_claim_extraction(*, tenant_id, message_id) -> bool:
+    """Mark a message extracted, in the caller's transaction: False when another run already did (the claim that
+    makes a retried extraction write nothing twice)."""
+    return bool(Message.objects.for_tenant(tenant_id).filter(pk=message_id, extracted_at__isnull=True)
+                .update(extracted_at=clock.now()))
+
+
+def message_rows_mark_extracted(*, tenant: Tenant, message_ids: Collection) -> int:
+    """Mark messages extracted without extracting them (an import brings their memories along)."""
+    return Message.objects.for_tenant(tenant).filter(pk__in=list(message_ids)).update(extracted_at=clock.now())
+
+
+def message_rows_delete(*, tenant: Tenant, message_ids: Collection) -> int:
+    """Delete stored messages (a session's answer taken back); the caller holds their rows locked."""
+    deleted, _ = Message.objects.for_tenant(tenant).filter(pk__in=list(message_ids)).delete()
+    return deleted
+
+
 def _json_strings_rewritten(value, rewrite: Callable[[str], str]):
     if isinstance(value, str):
         return rewrite(value)
