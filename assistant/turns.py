@@ -8,8 +8,8 @@ from typing import Callable
 
 from django.conf import settings
 
+from context.budget import ContextBudget, closing_note_profile_limit
 from context.buffer import buffer_record_tool
-from context.composer import ContextBudget, tool_tokens
 from infra.errors import ValidationFailed
 from infra.llm import llm_priority, llm_required
 from infra.llm_chat import OpenAIChatModel
@@ -191,10 +191,8 @@ def _turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMes
     tools = toolset.definitions
     # What is known of the user reaches every turn and its closing call, whatever the input's words.
     # No query rewrite: the model has the recall tool to search with words of its own choosing.
-    # The client's own tools are its cost, on top of the context Continuum composes: a chat UI that offers dozens
-    # of them (Open WebUI's built-ins are ~5,000 tokens) still gets the whole memory budget, never a refusal.
-    budget = ContextBudget.default(settings.CONTINUUM_CONTEXT_BUDGET + tool_tokens(toolset.client_only())) \
-        if toolset.client else None
+    # The client's own tools are its cost, on top of the context Continuum composes (context.budget).
+    budget = ContextBudget.with_client_tools(toolset.client_only()) if toolset.client else None
     ctx = turn_context(tenant=tenant, session=session, new_input=text, tools=tools, budget=budget,
                        system_prompt=_system_prompt(client_system, toolset), rewrite_query=False,
                        prompt_apart=True, resume_from_seq=open_turn[0].seq if open_turn is not None else None,
@@ -205,7 +203,7 @@ def _turn_run(*, tenant, session: Session, user_input: str, earlier: list[NewMes
     # The closing call's note repeats the standing profile the composer put in the context, next to what the tools
     # returned: a small model answers from what is nearest the end of its prompt.
     profile_shown = list(ctx.profile)
-    profile_text, _, _ = profile_render(profile_shown, limit_tokens=settings.CONTINUUM_PROFILE_MAX_TOKENS)
+    profile_text, _, _ = profile_render(profile_shown, limit_tokens=closing_note_profile_limit())
     # The whole turn counts as a user's call for the model's priority gate, not each call alone: background work
     # (other turns' extraction, a session's bridge) would otherwise start in the gaps between the loop's calls and
     # share the model server's cores with the rest of the turn.

@@ -21,7 +21,7 @@ from django.conf import settings
 
 from assistant.loop_types import ChatModel
 from assistant.turns import turn_run
-from context.composer import SECTIONS, tool_tokens
+from context.budget import SECTIONS, tool_tokens
 from infra import clock
 from infra.errors import NotFound
 from infra.llm import llm_configured

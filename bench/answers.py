@@ -1,7 +1,7 @@
 """Answers: one fixed reader model answers sampled questions from three contexts, side by side in one run.
 
 The arbiter of whether Continuum's context helps a model answer. For each question, three contexts at one token
-budget (--budget, 1,000 by default), each the same rendering the product uses (context.composer's memory section:
+budget (--budget, 1,000 by default), each the same rendering the product uses (context.memory_section:
 its framing, then memories grouped under "date, session N:" headings, each line "Speaker: words" with relative dates
 resolved):
 - continuum: exactly the memory section a turn's composer hands the model at that budget (bench/locomo.py
@@ -353,10 +353,10 @@ class Conversation:
         fit is passed over, not the end of the list: a long message must not leave the baseline empty)."""
         import numpy as np
 
-        from context.composer import memory_section_overhead
+        from context.budget import memory_section_allowance
         from memory.rendering import BlockBudget
 
-        block, out = BlockBudget(budget - memory_section_overhead()), []
+        block, out = BlockBudget(memory_section_allowance(budget)), []
         for i in np.argsort(-(self.matrix @ np.array(embedder.embed([question])[0], dtype=np.float32))):
             cost = block.cost(self.turns[i])
             if not block.fits(cost):
@@ -370,7 +370,7 @@ class Conversation:
 
 
 def _run_set(name: str, args, reader, model_of, workdir: Path, cache: AnswerCache) -> dict:
-    from context.composer import memory_section_text
+    from context.memory_section import memory_section_text
     from infra.embedder import get_embedder
     from infra.tokens import count_tokens
 

@@ -274,7 +274,7 @@ class BudgetContext(NamedTuple):
     the retrieved memories, framed as the composer frames its memory section. (A named tuple, not a dataclass: tests
     load this file by path, outside sys.modules, where a dataclass cannot be built.)"""
 
-    text: str  # the memory section as the model reads it (context.composer.memory_section_text)
+    text: str  # the memory section as the model reads it (context.memory_section.memory_section_text)
     tokens: int  # its tokens, framing included
     memories: list  # the retrieved memories shown (memory.retrieval.RetrievedMemory)
     profile: list  # the profile entries shown (memory.profile.ProfileEntry)
@@ -285,12 +285,13 @@ class BudgetContext(NamedTuple):
 
 def budget_context(*, tenant, users: list, question: str, budget: int, profile: bool = True) -> BudgetContext:
     """The memory section a composed context holds for this question within `budget` tokens, as the product builds
-    it: the profile (read by kind, not by the question) in its bounded share (memory.profile.profile_budget), then
+    it: the profile (read by kind, not by the question) in its bounded share (context.budget.profile_share), then
     retrieval fills what is left after the section's framing, skipping what the profile already shows, each hit
     with its neighbouring turns. Access is not counted (in production that is a task after the response)."""
-    from context.composer import memory_section_overhead, memory_section_text, profile_section_render
+    from context.budget import memory_section_allowance, profile_share
+    from context.memory_section import memory_section_text, profile_section_render
     from infra.tokens import count_tokens
-    from memory.profile import profile_budget, profile_select
+    from memory.profile import profile_select
     from memory.retrieval import memory_retrieve_for_users
     from sessions.turn_reads import turns_around
 
@@ -298,9 +299,9 @@ def budget_context(*, tenant, users: list, question: str, budget: int, profile: 
     shown, profile_tokens, profile_text = [], 0, ""
     if profile:
         entries = [e for u in users for e in profile_select(tenant=tenant, user=u)]
-        profile_text, profile_tokens, shown = profile_section_render(entries, limit_tokens=profile_budget(budget))
+        profile_text, profile_tokens, shown = profile_section_render(entries, limit_tokens=profile_share(budget))
     got = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=1000,
-                                    token_budget=budget - profile_tokens - memory_section_overhead(),
+                                    token_budget=memory_section_allowance(budget, profile_tokens=profile_tokens),
                                     record_access=False, neighbours=turns_around,
                                     skip_ids={e.memory_id for e in shown})
     retrieval_ms = (time.perf_counter() - start) * 1000
@@ -396,7 +397,7 @@ def main(argv=None) -> dict:
     import torch
 
     from bench.scoring import gold_content_share, mean_of
-    from context.composer import ContextBudget, memory_section_overhead
+    from context.budget import ContextBudget
     from infra.embedder import get_embedder, set_embedder
     from infra.tokens import count_tokens
     from infra.vector_store import Scope, get_vector_store
@@ -408,9 +409,7 @@ def main(argv=None) -> dict:
     torch.set_num_threads(max(1, args.torch_threads))
     from django.conf import settings
 
-    plan = ContextBudget.default()
-    turn_k, turn_budget = (settings.CONTINUUM_CONTEXT_MEMORY_K,
-                           min(plan.caps["memories"], plan.total) - memory_section_overhead())
+    turn_k, turn_budget = settings.CONTINUUM_CONTEXT_MEMORY_K, ContextBudget.default().retrieval_allowance()
     embedder = CachingEmbedder(get_embedder())
     set_embedder(embedder)
     tenant, users_by_sample, import_seconds = import_or_reuse(

@@ -36,7 +36,8 @@ REPO = Path(__file__).resolve().parent.parent
 PHASES = [
     ("embedding", ("infra/embedder", "onnxruntime", "tokenizers", "InferenceSession", "encode_batch")),
     ("retrieval", ("memory/retrieval", "infra/vector_store", "qdrant", "memory/rendering", "sessions/turn_reads")),
-    ("composition", ("context/composer", "orchestration/context", "infra/tokens", "tiktoken")),
+    ("composition", ("context/composer", "context/budget", "context/memory_section", "orchestration/context",
+                     "infra/tokens", "tiktoken")),
     ("buffer", ("context/buffer", "context/anchors", "context/links", "context/compaction")),
     ("extraction", ("memory/extraction", "infra/secrets", "infra/sentences", "dateparser", "stdnum", "/regex/",
                     "memory/actions", "memory/user_lock")),

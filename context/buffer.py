@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import redis
-from django.db import transaction
 
 from infra.errors import NotFound, ValidationFailed
 from infra.redis_client import Keys, get_redis
@@ -26,6 +25,7 @@ from infra.secrets import secrets_redacted
 from infra.sentences import sentences
 from memory.extraction.rules import slot_changes
 from sessions.models import Session
+from sessions.services import session_working_save, sessions_working_rewrite
 
 from .buffer_rebuild import MESSAGE_FIELDS, buffer_build_from_db, message_entry, message_rows
 from .buffer_store import doc_normalized, script_run
@@ -135,9 +135,8 @@ def _apply(ids: _Ids, op: str, payload: dict, *, return_doc: bool = False) -> Wr
 
 def _persist_working(ids: _Ids, result: WriteResult) -> None:
     """Keep the newest goal stack, ledger and notes on the Session row (versions only move forward)."""
-    w = result.working or {}
-    Session.objects.for_tenant(ids.tenant_id).filter(pk=ids.session_id, working_version__lt=result.version).update(
-        working_state=w, working_version=result.version, goal=(w.get("goal") or "")[:2000])
+    session_working_save(tenant_id=ids.tenant_id, session_id=ids.session_id, working=result.working or {},
+                         version=result.version)
 
 
 # --- reading ----------------------------------------------------------------------------------------------------
@@ -361,17 +360,15 @@ def buffer_working_rewrite(*, tenant_id, user_id, rewrite: Callable[[str], str])
     """Rewrite the goal stack, tool ledger and notes kept on each of the user's sessions (words the user took back),
     then drop the open sessions' buffers: each is rebuilt from the rewritten rows on its next read, and the bridge
     of a session closed later is written from them. Returns how many sessions changed."""
-    changed = 0
-    with transaction.atomic():
-        rows = Session.objects.for_tenant(tenant_id).select_for_update().filter(user_id=user_id)
-        for s in rows.only("pk", "goal", "working_state", "working_version"):
-            working = s.working_state if isinstance(s.working_state, dict) else {}
-            new = _working_rewritten({**working, "goal": working.get("goal") or s.goal}, rewrite)
-            goal = rewrite(s.goal).strip()
-            if (new, goal) != (_working({**working, "goal": working.get("goal") or s.goal}), s.goal):
-                # The version moves on, so a write from a buffer read before the rewrite cannot put the old words back.
-                rows.filter(pk=s.pk).update(working_state=new, goal=goal, working_version=s.working_version + 1)
-                changed += 1
+    def change(s: Session) -> tuple[dict, str] | None:
+        working = s.working_state if isinstance(s.working_state, dict) else {}
+        new = _working_rewritten({**working, "goal": working.get("goal") or s.goal}, rewrite)
+        goal = rewrite(s.goal).strip()
+        if (new, goal) != (_working({**working, "goal": working.get("goal") or s.goal}), s.goal):
+            return new, goal
+        return None
+
+    changed = sessions_working_rewrite(tenant_id=tenant_id, user_id=user_id, change=change)
     for sid in Session.objects.for_tenant(tenant_id).filter(user_id=user_id, state=Session.State.OPEN) \
             .values_list("pk", flat=True):
         try:

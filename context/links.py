@@ -17,12 +17,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 
-from infra import clock
 from infra.embedder import get_embedder
 from infra.sentences import sentences
 from infra.support import support_share
 from memory.selectors import memory_replaced_texts
 from sessions.models import Session
+from sessions.services import session_links_claim
 
 from .models import BridgeSummary, SessionLink
 
@@ -162,11 +162,9 @@ def links_create_for_new_session(*, tenant_id, session_id) -> list[SessionLink]:
 
 def links_create_for_first_message(*, tenant_id, session_id, text: str) -> list[SessionLink]:
     """similar_goal and referenced_context, once per session: the first caller claims the check."""
-    sessions = Session.objects.for_tenant(tenant_id)
-    claimed = sessions.filter(pk=session_id, links_checked_at__isnull=True).update(links_checked_at=clock.now())
-    if not claimed:
+    if not session_links_claim(tenant_id=tenant_id, session_id=session_id):
         return []
-    session = sessions.get(pk=session_id)
+    session = Session.objects.for_tenant(tenant_id).get(pk=session_id)
     return [_link(session, s.session_id, s.kind, s.score)
             for s in links_suggest(session=session, text=text, save_embeddings=True)]
 

@@ -110,6 +110,12 @@ def outbox_apply(*, ids: list[int] | None = None, limit: int = APPLY_BATCH) -> i
     return pending.filter(id__in=row_ids).update(done_at=now())
 
 
+def outbox_discard_tenant(*, tenant_id) -> int:
+    """Drop every outbox row of a tenant that is being erased (its points go with its whole scope)."""
+    deleted, _ = VectorOutbox.objects.for_tenant(tenant_id).delete()
+    return deleted
+
+
 def outbox_pending_count(*, tenant_id=None) -> int:
     pending = VectorOutbox.objects.unscoped() if tenant_id is None else VectorOutbox.objects.for_tenant(tenant_id)
     return pending.filter(done_at__isnull=True).count()

@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass, fields
 from datetime import datetime
 
-from django.conf import settings
 from django.db import connection
 
 from infra.sql import column, epoch_micros, from_micros, ids_as_text, native, table, uuid_text
@@ -141,12 +140,6 @@ def _profile_sql() -> str:
             f"WHERE r.{column(r, 'tenant')} = %s AND r.{column(r, 'user')} = %s AND r.{column(r, 'status')} = %s "
             f"AND r.{column(r, 'kind')} = ANY(%s) AND r.{column(r, 'source_type')} = ANY(%s) "
             f"ORDER BY r.{column(r, 'created_at')} DESC, r.{column(r, 'id')} LIMIT %s")
-
-
-def profile_budget(total: int) -> int:
-    """The profile's share of a context budget: its configured cap, and never more than a quarter of the total,
-    so what the turn retrieves keeps most of a small budget."""
-    return max(0, min(settings.CONTINUUM_PROFILE_MAX_TOKENS, total // 4))
 
 
 def profile_line(entry: ProfileEntry) -> str:

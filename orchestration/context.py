@@ -6,16 +6,10 @@ import logging
 
 from django.conf import settings
 
+from context.budget import ContextBudget, as_budget
 from context.buffer import buffer_get
-from context.composer import (
-    ContextBudget,
-    TurnContext,
-    as_budget,
-    context_compose,
-    memory_query,
-    memory_section_overhead,
-    profile_shown_ids,
-)
+from context.composer import TurnContext, context_compose, memory_query
+from context.memory_section import profile_shown_ids
 from infra.errors import ServiceUnavailable
 from memory import retrieval
 from memory.profile import profile_select
@@ -63,14 +57,14 @@ def turn_context(*, tenant, session, new_input: str, budget=None, tools: list[di
                      db_seq=session.message_seq)
     memories, status, left_out = [], "ok", []
     query = memory_query(new_input, buf)
-    # Retrieval fills the memory section's budget with what the model reads; the section's framing is outside it.
-    cap = min(plan.caps.get("memories", 0), plan.total) - memory_section_overhead()
+    # Retrieval fills the memory section's allowance with what the model reads (context.budget).
+    cap = plan.retrieval_allowance()
     # The standing profile is read by kind, not by the query: an instruction holds whatever the turn is about.
     profile = profile_select(tenant=tenant, user=session.user) if include_memories else []
     if include_memories and cap > 0 and query:
         memories, status = memories_for_turn(tenant=tenant, session=session, query=query, goal=buf.goal,
                                              token_budget=cap, rewrite=rewrite_query, left_out=left_out,
-                                             skip_ids=profile_shown_ids(profile, plan))
+                                             skip_ids=profile_shown_ids(profile, limit_tokens=plan.profile_limit()))
     ctx = context_compose(tenant=tenant, session=session, new_input=new_input, budget=plan, tools=tools,
                           system_prompt=system_prompt, buffer=buf, memories=memories, memory_status=status,
                           prompt_apart=prompt_apart, profile=profile, resume_from_seq=resume_from_seq)

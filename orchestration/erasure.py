@@ -17,8 +17,6 @@ from dataclasses import asdict, dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
-from django.db.models.functions import Greatest
 
 from infra import clock
 from infra.errors import ServiceUnavailable
@@ -27,8 +25,18 @@ from infra.task_queue import task_enqueue_on_commit
 from infra.vector_store import Scope, get_vector_store
 from memory.actions import memories_erase_user
 from memory.models import MemoryEvent, MemoryRecord, VectorOutbox
+from memory.outbox import outbox_discard_tenant
 from sessions.models import Message, Session
 from tenants.models import EndUser, Tenant, TenantErasure
+from tenants.services import (
+    end_user_row_delete,
+    tenant_deactivate,
+    tenant_erasure_done,
+    tenant_erasure_record,
+    tenant_erasure_running,
+    tenant_erasure_user_done,
+    tenant_row_delete,
+)
 from webhooks.events import webhook_event_emit, webhook_pending_for_user_count, webhook_pending_for_user_discard
 
 from .models import ContextReceipt
@@ -153,8 +161,7 @@ def user_erase(*, tenant: Tenant, user: EndUser | None = None, user_id=None) -> 
         webhooks = webhook_pending_for_user_discard(tenant_id=tenant.pk, user_id=uid)
         tables["webhooks.WebhookDelivery"] = webhooks
         if owner is not None:
-            _, cascaded = owner.delete()  # cascades: sessions, messages, anchors, bridges, links, receipts, memories
-            for table, n in cascaded.items():
+            for table, n in end_user_row_delete(user=owner).items():
                 tables[table] = tables.get(table, 0) + n
             # The tenant's own id for the user (often an email) goes only to endpoints that opted in to content.
             webhook_event_emit(tenant_id=tenant.pk, event_type="user.erased", data={
@@ -185,16 +192,11 @@ def tenant_erasure_start(*, tenant: Tenant, requested_by: str = "") -> TenantEra
     deactivated at once, so its keys stop working while the erasure runs. Asking again while one is pending returns
     that one."""
     with transaction.atomic():
-        Tenant.objects.select_for_update().filter(pk=tenant.pk).update(is_active=False)
-        pending = TenantErasure.objects.filter(tenant_id_value=tenant.pk, state__in=(
-            TenantErasure.State.QUEUED, TenantErasure.State.RUNNING)).first()
-        if pending is not None:
-            return pending
-        erasure = TenantErasure.objects.create(tenant_id_value=tenant.pk, slug=tenant.slug,
-                                               users_total=EndUser.objects.for_tenant(tenant).count(),
-                                               requested_by=requested_by[:150])
-        erasure_id = str(erasure.pk)
-        task_enqueue_on_commit("orchestration.tasks.tenant_erase_task", erasure_id)
+        tenant_deactivate(tenant=tenant)
+        erasure, created = tenant_erasure_record(tenant=tenant, requested_by=requested_by)
+        if not created:
+            return erasure
+        task_enqueue_on_commit("orchestration.tasks.tenant_erase_task", str(erasure.pk))
     return erasure
 
 
@@ -209,13 +211,12 @@ def tenant_erase(*, erasure_id, max_users: int | None = None) -> TenantErasure:
     erasure = TenantErasure.objects.filter(pk=erasure_id).first()
     if erasure is None or erasure.state == TenantErasure.State.DONE:
         return erasure
-    TenantErasure.objects.filter(pk=erasure.pk, started_at__isnull=True).update(started_at=clock.now())
-    TenantErasure.objects.filter(pk=erasure.pk).update(state=TenantErasure.State.RUNNING, error="")
+    tenant_erasure_running(erasure_id=erasure.pk)
     tenant = Tenant.objects.filter(pk=erasure.tenant_id_value).first()
     if tenant is not None:
         for user in EndUser.objects.for_tenant(tenant).order_by("pk")[:limit]:
             user_erase(tenant=tenant, user=user)
-            TenantErasure.objects.filter(pk=erasure.pk).update(users_done=F("users_done") + 1)
+            tenant_erasure_user_done(erasure_id=erasure.pk)
         if EndUser.objects.for_tenant(tenant).exists():
             erasure.refresh_from_db()
             return erasure
@@ -226,16 +227,11 @@ def tenant_erase(*, erasure_id, max_users: int | None = None) -> TenantErasure:
         keys = list(r.scan_iter(match=Keys.tenant_pattern(tenant.pk), count=1000))
         for i in range(0, len(keys), 500):
             r.delete(*keys[i:i + 500])
-        VectorOutbox.objects.for_tenant(tenant.pk).delete()
-        Tenant.objects.filter(pk=tenant.pk).delete()
-    TenantErasure.objects.filter(pk=erasure.pk).update(state=TenantErasure.State.DONE, finished_at=clock.now(),
-                                                       users_total=Greatest(F("users_total"), F("users_done")))
+        outbox_discard_tenant(tenant_id=tenant.pk)
+        tenant_row_delete(tenant_id=tenant.pk)
+    tenant_erasure_done(erasure_id=erasure.pk)
     erasure.refresh_from_db()
     log.info("erased tenant %s (%s): %d users", erasure.tenant_id_value, erasure.slug, erasure.users_done)
     return erasure
 
 
-def tenant_erasure_failed(*, erasure_id, error: str) -> None:
-    """Mark the erasure failed after its last retry, with the reason an operator sees in the admin."""
-    TenantErasure.objects.filter(pk=erasure_id).exclude(state=TenantErasure.State.DONE).update(
-        state=TenantErasure.State.FAILED, error=error[:2000], finished_at=clock.now())

@@ -16,7 +16,6 @@ from django.db import transaction
 from context.anchors import anchors_after_append
 from context.buffer import buffer_add_facts, buffer_append_messages, buffer_delete
 from context.links import links_create_for_first_message
-from infra import clock
 from infra.errors import NotFound
 from infra.task_queue import task_enqueue
 from memory.actions import memory_delete
@@ -25,7 +24,7 @@ from memory.extraction.pipeline import ExtractionResult, memory_extract_many
 from memory.models import MemoryKind, MemoryRecord, MemoryStatus
 from memory.sources import SourceMessage
 from sessions.models import Message, Session
-from sessions.services import NewMessage, message_rows_append
+from sessions.services import NewMessage, message_row_claim_extraction, message_rows_append, message_rows_delete
 
 from .forgetting import forget_requests_honour, source_ids
 
@@ -106,8 +105,7 @@ def source_of(message: Message) -> SourceMessage:
 def _claim(message: Message):
     def claim() -> bool:
         """Mark the message extracted in the caller's transaction; False when another run already did."""
-        return bool(Message.objects.for_tenant(message.tenant_id)
-                    .filter(pk=message.pk, extracted_at__isnull=True).update(extracted_at=clock.now()))
+        return message_row_claim_extraction(tenant_id=message.tenant_id, message_id=message.pk)
     return claim
 
 
@@ -186,7 +184,7 @@ def messages_withdraw(*, tenant, session: Session, after_seq: int, actor_type: s
             sources = source_ids(record)
             if sources and sources <= ids:
                 memory_delete(tenant=tenant, memory=record, actor_type=actor_type, actor_id=actor_id)
-        Message.objects.for_tenant(tenant).filter(pk__in=doomed).delete()
+        message_rows_delete(tenant=tenant, message_ids=doomed)
     try:
         buffer_delete(tenant_id=tenant.pk, user_id=session.user_id, session_id=session.pk)
     except redis.exceptions.RedisError:

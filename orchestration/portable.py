@@ -21,10 +21,11 @@ from django.db import transaction
 from infra import clock
 from infra.embedder import get_embedder
 from infra.errors import ValidationFailed
+from memory.actions import memories_import
 from memory.models import MemoryEvent, MemoryRecord, MemoryStatus
-from memory.portable import ImportedMemory, memories_import, memory_import_check
+from memory.portable import ImportedMemory, memory_import_check
 from sessions.models import Message, Session
-from sessions.services import NewMessage
+from sessions.services import NewMessage, message_rows_mark_extracted
 from tenants.models import EndUser, Tenant
 
 from .messages import messages_append
@@ -228,7 +229,7 @@ def _sessions_write(*, tenant: Tenant, user: EndUser, data: PortableFile) -> tup
                                                           created_at=_when(m["created_at"], f"line {m['_line']}"))
                                                for m in new[i:i + settings.CONTINUUM_MAX_BATCH]])
             # Their memories come with the file: extraction must not draw them a second time.
-            Message.objects.for_tenant(tenant).filter(pk__in=[r.pk for r in rows]).update(extracted_at=clock.now())
+            message_rows_mark_extracted(tenant=tenant, message_ids=[r.pk for r in rows])
             stored.update({r.external_id: r for r in rows})
             made_messages += len(rows)
         if session.state == Session.State.OPEN:

@@ -9,8 +9,9 @@ from django.conf import settings
 from infra.errors import AppError
 from infra.task_retry import RETRY_ON, service_task
 from tenants.models import Tenant
+from tenants.services import tenant_erasure_failed
 
-from .erasure import tenant_erase, tenant_erasure_failed
+from .erasure import tenant_erase
 from .imports import import_job_advance, import_job_failed, imports_backlog_next, imports_backlog_work
 from .messages import message_extract, messages_extract
 from .receipts import receipt_write, receipts_purge

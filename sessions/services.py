@@ -169,6 +169,52 @@ def message_rows_rewrite(*, tenant: Tenant, rewrite: Callable[[str], str], sessi
     return changed
 
 
+def session_working_save(*, tenant_id, session_id, working: dict, version: int) -> bool:
+    """Keep a buffer's newest goal stack, ledger and notes on the Session row: versions only move forward, so an
+    older write never replaces a newer one. False when the row already holds this version or a later one."""
+    return bool(Session.objects.for_tenant(tenant_id).filter(pk=session_id, working_version__lt=version).update(
+        working_state=working, working_version=version, goal=(working.get("goal") or "")[:2000]))
+
+
+def sessions_working_rewrite(*, tenant_id, user_id, change: Callable[[Session], tuple[dict, str] | None]) -> int:
+    """Rewrite what the user's sessions keep of their buffers, the rows locked: change(session) gives the new
+    (working state, goal), or None to leave it. The version moves on, so a write from a buffer read before the
+    rewrite cannot put the old words back. Returns how many sessions changed."""
+    changed = 0
+    with transaction.atomic():
+        rows = Session.objects.for_tenant(tenant_id).select_for_update().filter(user_id=user_id)
+        for s in rows.only("pk", "goal", "working_state", "working_version"):
+            new = change(s)
+            if new is not None:
+                rows.filter(pk=s.pk).update(working_state=new[0], goal=new[1], working_version=s.working_version + 1)
+                changed += 1
+    return changed
+
+
+def session_links_claim(*, tenant_id, session_id) -> bool:
+    """Claim a session's one check for links to earlier sessions: False when another caller already did."""
+    return bool(Session.objects.for_tenant(tenant_id).filter(pk=session_id, links_checked_at__isnull=True)
+                .update(links_checked_at=clock.now()))
+
+
+def message_row_claim_extraction(*, tenant_id, message_id) -> bool:
+    """Mark a message extracted, in the caller's transaction: False when another run already did (the claim that
+    makes a retried extraction write nothing twice)."""
+    return bool(Message.objects.for_tenant(tenant_id).filter(pk=message_id, extracted_at__isnull=True)
+                .update(extracted_at=clock.now()))
+
+
+def message_rows_mark_extracted(*, tenant: Tenant, message_ids: Collection) -> int:
+    """Mark messages extracted without extracting them (an import brings their memories along)."""
+    return Message.objects.for_tenant(tenant).filter(pk__in=list(message_ids)).update(extracted_at=clock.now())
+
+
+def message_rows_delete(*, tenant: Tenant, message_ids: Collection) -> int:
+    """Delete stored messages (a session's answer taken back); the caller holds their rows locked."""
+    deleted, _ = Message.objects.for_tenant(tenant).filter(pk__in=list(message_ids)).delete()
+    return deleted
+
+
 def _json_strings_rewritten(value, rewrite: Callable[[str], str]):
     if isinstance(value, str):
         return rewrite(value)

@@ -9,11 +9,13 @@ the secrets filter before anything is stored.
 
 The package holds them by family: records (how any change is written), create (a memory as given), decisions
 (an extraction's verified decisions), remember (statements checked against what the user has), review (changes people
-ask for), lifecycle (changes the jobs make) and notes (a session's note lines). Import from the package.
+ask for), lifecycle (changes the jobs make), notes (a session's note lines) and imported (the records a portable
+export carried, written as they were). Import from the package.
 """
 
 from .create import memory_create, memory_supersede
 from .decisions import decisions_apply
+from .imported import memories_import
 from .lifecycle import (
     PENDING_MARK,
     fact_from_events,
@@ -71,6 +73,7 @@ __all__ = [
     "decisions_apply",
     "fact_from_events",
     "memories_bulk_delete",
+    "memories_import",
     "memories_erase_user",
     "memories_expire_due",
     "memories_fold",

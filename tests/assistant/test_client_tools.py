@@ -238,7 +238,7 @@ def test_a_chat_ui_offering_more_tool_text_than_the_context_budget_still_gets_it
     many = [{"type": "function", "function": {
         "name": f"builtin_{i}", "description": " ".join(["Looks things up in the workspace's knowledge."] * 6),
         "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}} for i in range(36)]
-    from context.composer import tool_tokens
+    from context.budget import tool_tokens
 
     assert tool_tokens(many) > settings.CONTINUUM_CONTEXT_BUDGET
     llm.add(answer("Paris is sunny."))

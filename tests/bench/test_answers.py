@@ -44,7 +44,7 @@ def test_product_set_task_probes_are_told_from_questions():
 
 
 def test_oracle_turns_render_with_their_session_date_speaker_and_resolved_dates():
-    from context.composer import memory_section_text
+    from context.memory_section import memory_section_text
 
     class Embedder:
         def embed(self, texts):

@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from context import composer
+from context import composer, memory_section
+from context.budget import SECTIONS, ContextBudget
 from context.buffer import Buffer, buffer_add_facts, buffer_record_tool, buffer_set_goal, buffer_update_notes
-from context.composer import ContextBudget, context_compose
+from context.composer import context_compose
 from context.links import LinkedBridge
 from infra.errors import ServiceUnavailable, ValidationFailed
 from infra.tokens import count_message_tokens, count_tokens
@@ -181,7 +182,7 @@ def buffers(draw):
 
 @hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(buf=buffers(), new_input=_words, total=st.integers(16, 3000),
-       caps=st.fixed_dictionaries({s: st.integers(0, 2000) for s in composer.SECTIONS}),
+       caps=st.fixed_dictionaries({s: st.integers(0, 2000) for s in SECTIONS}),
        n_memories=st.integers(0, 8), n_bridges=st.integers(0, 3), prompt=_words)
 def test_composed_context_never_exceeds_the_budget(buf, new_input, total, caps, n_memories, n_bridges, prompt):
     from memory.profile import ProfileEntry
@@ -234,7 +235,7 @@ def test_standing_instruction_is_in_every_context_whatever_the_turn_is_about(ali
 def test_only_the_users_instructions_stand_under_wording_that_asks_to_honour_them():
     """A liking or a fact in the profile is information, not an order: the framing that asks the model to follow what
     it reads heads the user's instructions alone."""
-    from context.composer import profile_section_render
+    from context.memory_section import profile_section_render
     from memory.profile import ProfileEntry
 
     def entry(kind, text):
@@ -271,7 +272,8 @@ def test_profile_section_keeps_to_its_cap(settings):
 def test_memory_section_text_is_the_block_a_composed_context_shows():
     """Benchmarks hand a reader model the memory section through memory_section_text and profile_section_render:
     it must be the very block the composer puts in a turn's context, profile first."""
-    from memory.profile import ProfileEntry, profile_budget
+    from context.budget import profile_share
+    from memory.profile import ProfileEntry
 
     entries = [ProfileEntry(memory_id="p1", kind="procedure", subject="units", text="Ada asked the assistant: Always "
                             "answer in metric units.", source_type="user_stated", confidence=0.9,
@@ -283,9 +285,10 @@ def test_memory_section_text_is_the_block_a_composed_context_shows():
         ctx = context_compose(tenant=SimpleNamespace(pk="t"), session=session, new_input="hello", budget=4000,
                               buffer=Buffer(session_id="s"), system_prompt="Be brief.", profile=entries,
                               memories=mems)
-    profile_text, profile_tokens, shown = composer.profile_section_render(entries, limit_tokens=profile_budget(4000))
-    section = composer.memory_section_text(mems, profile_text)
+    profile_text, profile_tokens, shown = memory_section.profile_section_render(entries,
+                                                                                limit_tokens=profile_share(4000))
+    section = memory_section.memory_section_text(mems, profile_text)
     assert shown == entries and profile_tokens == ctx.breakdown["profile"]
     assert ctx.messages[0]["content"].endswith(section)
     assert section.index("Standing instructions") < section.index("Prefers aisle seats") < section.index("Lisbon")
-    assert composer.memory_section_text([], "") == ""
+    assert memory_section.memory_section_text([], "") == ""
