@@ -295,6 +295,7 @@ def lines_as_turns(*, tenant, user_ids: list[str], shortlist: list[tuple[int, Ca
     quoting = [r for r in quoting if r["id"] not in current]
     if not quoting:
         return shortlist
+    keys = {r["id"]: r for r in quoting}
     events = turn_event_ids(tenant=tenant, user_ids=user_ids, message_ids={r["source_message_id"] for r in quoting},
                             now=now)
     missing = [mid for ids in events.values() for mid in ids if mid not in rows]
@@ -302,8 +303,8 @@ def lines_as_turns(*, tenant, user_ids: list[str], shortlist: list[tuple[int, Ca
         rows.update(memory_rows(tenant=tenant, user_ids=user_ids, memory_ids=missing, now=now))
     best: dict[str, tuple[int, Candidate]] = {}
     for tier, c in shortlist:
-        row = rows.get(c.memory_id)
-        if row is not None and _quotes_a_turn(row) and row["id"] not in current:
+        row = keys.get(c.memory_id)
+        if row is not None:
             passages = [rows[mid] for mid in events.get(row["source_message_id"], []) if mid in rows]
             if passages:
                 words = content_words(row["text"])

@@ -186,14 +186,16 @@ def statement_remainder(stored: str, replaced: list[tuple[int, int]], *, who: st
     ..."), when that is more than filler; else "". A change retires the statement of the old value, not the other
     things said in the same message ("It has 64 GB of RAM" beside "Our staging server runs on Hetzner")."""
     cut = set(replaced)
-    kept = [span for span in sentence_spans(stored) if span not in cut]
-    if not kept or len(kept) == len(sentence_spans(stored)):
+    spans = sentence_spans(stored)
+    kept = [span for span in spans if span not in cut]
+    if not kept or len(kept) == len(spans):
         return ""
     text = sentences_join(stored, kept)
     if not informative_text(text):
         return ""
     first = stored[kept[0][0]:kept[0][1]].strip()
-    label = stored.strip()[:len(stored.strip()) - len(_unprefixed(stored.strip(), who))]
+    whole = stored.strip()
+    label = whole[:len(whole) - len(_unprefixed(whole, who))]
     if label and _unprefixed(first, who) == first:
         text = label + text  # the label opened a sentence that was cut
     return text
