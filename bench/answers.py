@@ -133,6 +133,9 @@ def _args(argv=None):
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--quick", action="store_true", help="four questions of each set's first conversation, read by "
                    "a stand-in reader unless --base-url is given")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME:SETTING=VALUE[,SETTING=VALUE]",
+                   help="one more Continuum context, built with these settings (a part switched off), read beside "
+                        "the others; repeatable")
     args = p.parse_args(argv)
     if args.quick:
         p.set_defaults(locomo_dataset=str(locomo.QUICK_DATASET), questions=4, conversations=1)
@@ -148,7 +151,27 @@ def _args(argv=None):
     if "beam" in args.sets and not Path(args.beam_dataset).is_file():
         p.error(f"--sets beam needs --beam-dataset (no {args.beam_dataset})")
     args.use_llm = False  # the import's extraction: rules only
+    try:
+        args.variants = dict(variant_parse(v) for v in args.variant)
+    except ValueError as exc:
+        p.error(str(exc))
     return args
+
+
+def variant_parse(spec: str) -> tuple[str, dict]:
+    """'no-neighbours:MEMORY_NEIGHBOUR_EXPANSION_HITS=0' -> ('no-neighbours', {setting: value}). A value is read as
+    JSON where it parses (numbers, true/false), else kept as text: the settings' own types."""
+    name, colon, rest = spec.partition(":")
+    pairs = [item.partition("=") for item in rest.split(",") if item.strip()]
+    if not colon or not name.strip() or not pairs or any(not eq or not key.strip().isupper() for key, eq, _ in pairs):
+        raise ValueError(f"--variant takes NAME:SETTING=VALUE[,SETTING=VALUE] (upper-case settings); got {spec!r}")
+    values = {}
+    for key, _, raw in pairs:
+        try:
+            values[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            values[key.strip()] = raw
+    return f"continuum[{name.strip()}]", values
 
 
 def overlap_reader_start() -> str:
@@ -370,9 +393,13 @@ class Conversation:
 
 
 def _run_set(name: str, args, reader, model_of, workdir: Path, cache: AnswerCache) -> dict:
+    from django.test import override_settings
+
     from context.memory_section import memory_section_text
     from infra.embedder import get_embedder
     from infra.tokens import count_tokens
+
+    conditions = (*CONDITIONS, *args.variants)
 
     path = Path({"locomo": args.locomo_dataset, "product": args.product_dataset, "beam": args.beam_dataset,
                  **HELDOUT_DATASETS}[name])
@@ -405,12 +432,19 @@ def _run_set(name: str, args, reader, model_of, workdir: Path, cache: AnswerCach
             "dense_baseline": memory_section_text(conv.dense(question, args.budget, embedder)),
             "oracle": memory_section_text(conv.evidence(qa["evidence"])),
         }
+        for variant, values in args.variants.items():
+            with override_settings(**values):
+                contexts[variant] = locomo.budget_context(tenant=tenant, users=users, question=question,
+                                                          budget=args.budget).text
         embedder.caching = True
         row = {"sample": s["sample_id"], "question": question, "gold": gold, "type": locomo.question_type(qa)}
         for condition, context in contexts.items():
             answer, seconds, cached = reader_answer(reader=reader, cache=cache, model=model, context=context,
                                                     question=question)
-            missing = unsupported_words(answer, [*contexts.values(), question])
+            # Judged against the three standing contexts and its own, so a run with variants scores the three as a
+            # run without them does.
+            seen = [*(contexts[c] for c in CONDITIONS), *([context] if condition not in CONDITIONS else []), question]
+            missing = unsupported_words(answer, seen)
             row[condition] = {"answer": answer, "f1": token_f1(answer, gold),
                               "em": exact_match(answer, gold), "unsupported": bool(missing),
                               "unsupported_words": missing, "gold_share": gold_content_share(gold, context),
@@ -420,7 +454,7 @@ def _run_set(name: str, args, reader, model_of, workdir: Path, cache: AnswerCach
         row["contexts"] = contexts  # what the reader saw: kept in --json for reading the answers against
         rows.append(row)
         print(f"[{name} {n}/{len(sample)}] ({row['type']}) {question} | gold: {gold} | " +
-              " | ".join(f"{c}: {row[c]['answer']}" for c in CONDITIONS), flush=True)
+              " | ".join(f"{c}: {row[c]['answer']}" for c in conditions), flush=True)
     wall = time.perf_counter() - started_run
 
     def figures(subset: list[dict]) -> dict:
@@ -432,7 +466,7 @@ def _run_set(name: str, args, reader, model_of, workdir: Path, cache: AnswerCach
                     "lines_mean": {k: round(sum(r[c]["lines"].get(k, 0) for r in subset) / len(subset), 1)
                                    for k in sorted({k for r in subset for k in r[c]["lines"]})},
                     "reader_seconds_mean": round(statistics.mean(r[c]["seconds"] for r in subset), 2)}
-                for c in CONDITIONS} if subset else {}
+                for c in conditions} if subset else {}
 
     overall = figures(rows)
 
@@ -440,9 +474,8 @@ def _run_set(name: str, args, reader, model_of, workdir: Path, cache: AnswerCach
         over = sum(r[b][key] for r in rows)  # from the unrounded sums: the means' rounding would show in a ratio
         return round(sum(r[a][key] for r in rows) / over, 3) if rows and over else None
 
-    def against_dense(subset: list[dict]) -> dict:
-        pair = paired([r["continuum"]["f1"] for r in subset], [r["dense_baseline"]["f1"] for r in subset],
-                      seed=args.seed)
+    def against_dense(subset: list[dict], condition: str = "continuum", other: str = "dense_baseline") -> dict:
+        pair = paired([r[condition]["f1"] for r in subset], [r[other]["f1"] for r in subset], seed=args.seed)
         return {**pair, "mean_difference": _rounded(pair["mean_difference"]),
                 "ci95": [round(x, 3) for x in pair["ci95"]] if pair["ci95"] else None}
 
@@ -455,6 +488,9 @@ def _run_set(name: str, args, reader, model_of, workdir: Path, cache: AnswerCach
         "reader_calls": cache.misses - misses_before, "answers_from_cache": cache.hits - hits_before,
         **overall,
         "f1_continuum_vs_dense": against_dense(rows),
+        "variants": {v: {"settings": args.variants[v], "f1_over_continuum": ratio(v, "continuum"),
+                         "f1_over_dense": ratio(v, "dense_baseline"),
+                         "f1_vs_continuum": against_dense(rows, v, "continuum")} for v in args.variants},
         "ratios": {"f1_continuum_over_oracle": ratio("continuum", "oracle"),
                    "f1_continuum_over_dense": ratio("continuum", "dense_baseline"),
                    "em_continuum_over_oracle": ratio("continuum", "oracle", "em"),
@@ -482,14 +518,15 @@ def _print(r: dict) -> None:
     def shown(x, places: int = 3):
         return "n/a" if x is None else f"{x:.{places}f}"
 
+    conditions = (*CONDITIONS, *r.get("variants", {}))
     print(f"{'context':26}{'token F1':>10}{'EM':>8}{'unsupported':>13}{'gold share':>12}{'tokens':>9}"
           f"{'reader s/q':>12}")
-    for c in CONDITIONS:
+    for c in conditions:
         f = r[c]
-        print(f"{LABELS[c]:26}{f['token_f1']:>10.3f}{f['exact_match']:>8.3f}{f['unsupported']:>13.3f}"
+        print(f"{LABELS.get(c, c):26}{f['token_f1']:>10.3f}{f['exact_match']:>8.3f}{f['unsupported']:>13.3f}"
               f"{shown(f['gold_content_share']):>12}{f['context_tokens_mean']:>9.1f}{f['reader_seconds_mean']:>12.2f}")
-    for c in CONDITIONS:
-        print(f"  lines per context, {LABELS[c]}: " +
+    for c in conditions:
+        print(f"  lines per context, {LABELS.get(c, c)}: " +
               (", ".join(f"{k} {v}" for k, v in r[c]["lines_mean"].items()) or "none"))
     q = r["ratios"]
     print(f"F1 continuum/oracle {shown(q['f1_continuum_over_oracle'])}, "
@@ -500,6 +537,12 @@ def _print(r: dict) -> None:
     print(f"F1 continuum vs dense, question by question: {d['wins']} wins, {d['losses']} losses, {d['ties']} ties; "
           f"mean difference {d['mean_difference']:+.3f} (95% bootstrap interval {d['ci95'][0]:+.3f} to "
           f"{d['ci95'][1]:+.3f})")
+    for v, f in r.get("variants", {}).items():
+        d = f["f1_vs_continuum"]
+        print(f"{v} ({', '.join(f'{k}={x}' for k, x in f['settings'].items())}): F1 / continuum "
+              f"{shown(f['f1_over_continuum'])}, F1 / dense {shown(f['f1_over_dense'])}; against continuum "
+              f"{d['wins']} wins, {d['losses']} losses, mean {d['mean_difference']:+.3f} "
+              f"({d['ci95'][0]:+.3f} to {d['ci95'][1]:+.3f})")
     print("by type, continuum / dense / oracle: F1 (unsupported; gold share) wins-losses-ties against dense, "
           "questions:")
     for t, f in r["by_type"].items():
@@ -507,7 +550,8 @@ def _print(r: dict) -> None:
         print(f"  {t:24} " + " / ".join(f"{f[c]['token_f1']:.3f}" for c in CONDITIONS) +
               "  (" + " / ".join(f"{f[c]['unsupported']:.2f}" for c in CONDITIONS) +
               "; " + " / ".join(shown(f[c]["gold_content_share"], 2) for c in CONDITIONS) +
-              f")  {d['wins']}-{d['losses']}-{d['ties']}, {f['questions']}")
+              f")  {d['wins']}-{d['losses']}-{d['ties']}, {f['questions']}" +
+              "".join(f"; {v} {f[v]['token_f1']:.3f}" for v in r.get("variants", {})))
 
 
 def main(argv=None) -> dict:

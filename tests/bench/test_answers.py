@@ -131,3 +131,13 @@ def test_a_second_quick_run_with_the_same_cache_asks_the_reader_nothing(bench_en
     for name, result in second["sets"].items():
         assert [r["continuum"]["answer"] for r in result["answers"]] == \
             [r["continuum"]["answer"] for r in first["sets"][name]["answers"]]
+
+
+def test_a_variant_names_settings_with_their_types():
+    name, values = answers.variant_parse("no-profile:CONTINUUM_PROFILE_MAX_TOKENS=0,MEMORY_RETRIEVE_NOTES=false")
+    assert name == "continuum[no-profile]"
+    assert values == {"CONTINUUM_PROFILE_MAX_TOKENS": 0, "MEMORY_RETRIEVE_NOTES": False}
+    assert answers.variant_parse("x:SOME_TEXT=abc")[1] == {"SOME_TEXT": "abc"}
+    for bad in ("no-colon", ":A=1", "x:", "x:lower=1", "x:A"):
+        with pytest.raises(ValueError):
+            answers.variant_parse(bad)
