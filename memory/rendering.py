@@ -42,7 +42,10 @@ def _heading(day: date | None, session_number: int | None) -> str:
 
 def memory_line(m) -> str:
     """One memory as the model reads it: its words, what kind of record it is unless it is a quote, resolved
-    relative dates, and any neighbouring turns shown with it."""
+    relative dates, and any neighbouring turns shown with it.
+
+    A neighbouring turn is a line of its own, where it was said: the turn before the hit above it, the turn after
+    below, as a transcript reads (what was asked, then the answer), not a note under the hit."""
     notes = [] if m.kind == "event" else [m.kind]
     # A session note's line is the system's by definition: "[note]" says where it came from.
     if m.source_type in _SOURCE_NOTE and m.kind != "note":
@@ -54,9 +57,11 @@ def memory_line(m) -> str:
     resolved = relative_dates_render(m.dates)
     if resolved:
         line += f" ({resolved})"
-    for n in m.neighbours or []:
-        line += f"\n  context: {n}"
-    return line
+    neighbours = list(getattr(m, "neighbours", None) or [])
+    if not neighbours:
+        return line
+    before = getattr(m, "neighbours_before", 0)
+    return "\n".join([*(f"- {n}" for n in neighbours[:before]), line, *(f"- {n}" for n in neighbours[before:])])
 
 
 def memories_block(memories: list, *, clean=lambda s: s) -> str:

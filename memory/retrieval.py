@@ -48,9 +48,10 @@ from infra.vector_store import ScopeMissing
 
 from .excerpts import CUT, excerpt, key_weights, query_keys
 from .extraction.classify import informative_text, is_phatic
+from .extraction.rules import resolve_dates
 from .models import MemoryKind
 from .named_dates import said_window
-from .provenance import provenance_line
+from .provenance import provenance_line, relative_dates_render
 from .rendering import BlockBudget
 from .retrieval_query import QueryPlan, query_build, query_plan, without_names
 from .retrieval_ranking import (
@@ -85,6 +86,7 @@ class RetrievedMemory:
     provenance: str  # e.g. "you said on 8 May 2023 (session 3)"
     token_count: int = 0
     neighbours: list[str] = field(default_factory=list)  # neighbouring turns when an episodic hit is expanded
+    neighbours_before: int = 0  # how many of them come before it (the rest come after)
     user_id: str | None = None
     confidence: float = 0.0
     source_message_ids: list[str] = field(default_factory=list)  # the most direct source turns first
@@ -104,8 +106,9 @@ TurnsAround = Callable[..., list[dict]]
 
 
 def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
-                turns_around: TurnsAround) -> dict[str, list[tuple[str, str]]]:
-    """For each memory's source message: [(message_id, rendered turn)] of the turns just before and after it.
+                turns_around: TurnsAround) -> dict[str, list[tuple[str, str, bool]]]:
+    """For each memory's source message: [(message_id, rendered turn, whether it comes before)] of the turns just
+    before and after it, in the order said.
 
     Messages are stored with their secrets already cut out (`message_rows_append` is their only writer, and the golden
     set test reads the tables back), so they are shown as stored.
@@ -121,12 +124,15 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
         who = names.get(m["session__user_id"], "The user") if m["role"] == "user" else (m["name"] or "Assistant")
         body = informative_text(m["content"]) or m["content"]
         turn = f"{who}: {body}"
+        # Read like any turn of the block: its relative dates resolved against when it was said.
+        resolved = relative_dates_render(resolve_dates(body, m["created_at"])) if m.get("created_at") else ""
+        turn += f" ({resolved})" if resolved else ""
         # Shown whole or not at all: the opening of a long turn is rarely the part that bears on the hit, and cut
         # to a fixed size it would spend a long-message conversation's budget on text that answers nothing (the
         # turn's own passages are memories, found when they match).
         if body.strip() and count_tokens(turn) <= NEIGHBOUR_MAX_TOKENS:
             for memory_id in sources[m["around"]]:
-                out.setdefault(memory_id, []).append((m["pk"], turn))
+                out.setdefault(memory_id, []).append((m["pk"], turn, bool(m["before"])))
     return out
 
 
@@ -321,7 +327,7 @@ def lines_as_turns(*, tenant, user_ids: list[str], shortlist: list[tuple[int, Ca
 
 
 def _nearby(*, tenant, ranked: list[tuple[float, dict]], users,
-            turns_around: TurnsAround) -> dict[str, list[tuple[str, str]]]:
+            turns_around: TurnsAround) -> dict[str, list[tuple[str, str, bool]]]:
     """The turns around the best few episodic hits, rendered with their speakers' names, for the walk to show."""
     names = {str(u.pk): (u.display_name or "").strip() or "The user" for u in users}
     events = [r for _, r in ranked if r["kind"] == MemoryKind.EVENT]
@@ -358,7 +364,7 @@ class _BudgetWalk:
     k: int
     part_max: int  # the longest a memory is shown under a budget (0: whole, no budget)
     weights: dict[str, float]  # the query's words, weighted, that pick a long memory's best sentences
-    nearby: dict[str, list[tuple[str, str]]] | None  # the turns around the best episodic hits; None: no expansion
+    nearby: dict[str, list[tuple[str, str, bool]]] | None  # turns around the best episodic hits; None: no expansion
     parts: Callable[[dict], dict]  # row -> the terms of its score (score_parts)
     names: tuple[str, ...] = ()  # the people in scope: a turn that only greets or thanks them is never shown
     shown: list[RetrievedMemory] = field(default_factory=list)
@@ -436,14 +442,15 @@ class _BudgetWalk:
     def _with_neighbours(self, m: RetrievedMemory, cost: int) -> tuple[int, bool]:
         """The memory with the turns around it not shown yet, when they fit; when they do not, it is shown alone and
         nothing after it is."""
-        turns = [(mid, t) for mid, t in self.nearby.get(m.memory_id, []) if mid not in self.shown_turns]
+        turns = [(mid, t, before) for mid, t, before in self.nearby.get(m.memory_id, []) if mid not in self.shown_turns]
         if not turns:
             return cost, False
-        m.neighbours, m.neighbour_message_ids = [t for _, t in turns], [mid for mid, _ in turns]
+        m.neighbours, m.neighbour_message_ids = [t for _, t, _ in turns], [mid for mid, _, _ in turns]
+        m.neighbours_before = sum(before for _, _, before in turns)
         with_turns = self.block.cost(m)
         if self.block.fits(with_turns):
             return with_turns, False
-        m.neighbours, m.neighbour_message_ids = [], []
+        m.neighbours, m.neighbour_message_ids, m.neighbours_before = [], [], 0
         return cost, True
 
     def _show(self, m: RetrievedMemory, cost: int, *, said: str, says: set[str]) -> None:

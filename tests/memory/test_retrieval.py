@@ -11,6 +11,7 @@ from infra.errors import ServiceUnavailable
 from infra.vector_store import ScopeMissing, set_vector_store
 from memory.actions import memory_create
 from memory.models import MemoryRecord
+from memory.rendering import memories_block
 from memory.retrieval import memory_retrieve, memory_retrieve_for_users
 from memory.retrieval_query import query_build
 from memory.selectors import memory_points_count, memory_points_scroll, memory_points_search
@@ -136,10 +137,29 @@ def test_results_carry_provenance_and_expand_neighbours_within_budget(alice, ali
     # Neighbours are shown as their informative part (the "Nice!" filler goes).
     assert event.neighbours == ["assistant: What did you do at the weekend?", "assistant: How long was the trail?"]
     assert event.neighbour_message_ids == [str(messages[0].pk), str(messages[2].pk)]
+    assert event.neighbours_before == 1
+    # Read as a transcript: the question before the hit above it, the follow-up below, each a line of its own.
+    assert memories_block([event]).splitlines()[1:] == [
+        "- assistant: What did you do at the weekend?", f"- {event.text}", "- assistant: How long was the trail?"]
     assert sum(m.token_count for m in top) <= 500
     tight = memory_retrieve(tenant=alice, user=alice_user, query="Who did Ada go hiking with?", k=5, token_budget=20,
                             neighbours=turns_around)
     assert sum(m.token_count for m in tight) <= 20 and all(not m.neighbours for m in tight)
+
+
+def test_a_neighbouring_turn_reads_its_relative_dates_resolved_like_any_turn(alice, alice_user):
+    record_turns(alice, alice_user, [
+        ("assistant", "What have you been up to this week?"),
+        ("user", "Margit Olsen conducts our choir."),
+        ("user", "We had our first concert together yesterday."),
+    ])
+    found = memory_retrieve(tenant=alice, user=alice_user, query="Who conducts Ada's choir?", k=5, token_budget=500,
+                            neighbours=turns_around)
+    hit = next(m for m in found if m.neighbours)
+    assert "Margit Olsen" in hit.text
+    # Said on 8 May 2023: the turn after the hit says when the concert was, as the block shows any turn's dates.
+    assert hit.neighbours[hit.neighbours_before:] == [
+        'Ada: We had our first concert together yesterday. ("yesterday" = 7 May 2023)']
 
 
 def test_token_budget_is_never_exceeded(alice, alice_user):

@@ -91,6 +91,10 @@ def test_turns_around_match_the_orm_and_stay_in_the_tenant(alice, bob, stored):
     assert {(m["around"], m["pk"]) for m in native} == {(str(first.pk), str(second.pk)),
                                                       (str(second.pk), str(first.pk)),
                                                       (str(second.pk), str(third.pk))}
+    # Each says whether it was said before the message it is next to.
+    assert {(m["around"], m["pk"]): m["before"] for m in native} == {(str(first.pk), str(second.pk)): False,
+                                                                   (str(second.pk), str(first.pk)): True,
+                                                                   (str(second.pk), str(third.pk)): False}
     assert len(native) == 3
     assert {m["session__user_id"] for m in native} == {str(Message.objects.unscoped().get(pk=first.pk).session.user_id)}
     assert [m["pk"] for m in turns_around(tenant=bob, message_ids=asked)] == [str(theirs[1].pk)]
