@@ -77,17 +77,26 @@ _SPOKEN_TO = frozenset("you your yours yourself y'all ya".split())
 _TRAILING = frozenset("too also either again anymore more much lot so as well now though all".split())
 _REACTION = re.compile(r"^(?:the\s+(?:thought|idea|sound|way|fact|feeling)|to\s+(?:hear|see|know|read)|hearing|"
                        r"seeing|knowing|reading|how|what|when|where|why|who|which|whatever)\b", re.I)
+# In a statement about oneself, a third person's pronoun anywhere names someone or something said elsewhere ("the
+# freedom and connection it brings"): the speaker's own words were already made "Ann's".
+_THIRD_PERSON = frozenset("it its they them their theirs he him his she her hers".split())
+# An object opens with a noun phrase or a verb's base form, never a finite verb ("Ann loves is awesome"), and a
+# phrase that ends on an article, a conjunction or a possessive was cut short ("... by sharing ideas and taking a").
+_FINITE = frozenset("is are was were am has had does did can could will would should shall".split())
+_UNFINISHED = frozenset("a an the and or but nor my our of".split())
 
 
 def _dangling(phrase: str) -> bool:
-    """Whether a statement's object leans on words outside its sentence: it opens or ends with a pointing word, names
-    the person spoken to, or is a reaction ("the thought of ...", "to hear that")."""
+    """Whether a statement's object does not read on its own: it leans on words outside its sentence (it opens or ends
+    with a pointing word, holds a third person's pronoun, names the person spoken to, or is a reaction such as "the
+    thought of ..." or "to hear that"), or is not a whole phrase (opens with a finite verb, ends cut short)."""
     words = [w.lower().replace("’", "'") for w in re.findall(r"[\w'’]+", phrase)]
     while words and words[-1] in _TRAILING:
         words.pop()
     if not words:
         return True
     return (words[0] in _POINTING or words[-1] in _POINTING or any(w in _SPOKEN_TO for w in words)
+            or any(w in _THIRD_PERSON for w in words) or words[0] in _FINITE or words[-1] in _UNFINISHED
             or bool(_REACTION.match(phrase.strip())))
 
 

@@ -36,10 +36,15 @@ def test_a_typed_line_says_what_it_means_without_its_turn(alice, alice_user):
     record_turns(alice, alice_user, [
         ("user", "I love the thought of you painting again. I don't want my kids to go through that."),
         ("user", "I like that it needs my mechanical skills. I want my kids to learn that too."),
-        ("user", "I love your new haircut. I prefer trains that leave before nine. I want to learn how to sail.")])
+        ("user", "I love your new haircut. I prefer trains that leave before nine. I want to learn how to sail."),
+        # A third person's pronoun inside the object, a finite verb where the object starts, a phrase cut short.
+        ("user", "I love the calm and focus it gives me. I love is the best word for it. I want to get people "
+                 "involved by sharing ideas and taking a"),
+        ("user", "I enjoy long walks with my sister Mia.")])
     typed = set(MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, kind__in=["preference", "goal"])
                 .values_list("text", flat=True))
-    assert typed == {"Ada prefers trains that leave before nine.", "Ada wants to learn how to sail."}, typed
+    assert typed == {"Ada prefers trains that leave before nine.", "Ada wants to learn how to sail.",
+                     "Ada enjoys long walks with Ada's sister Mia."}, typed
 
 
 def test_extracted_facts_join_the_open_session_buffer(alice, alice_user):
