@@ -15,6 +15,8 @@ import functools
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
+from django.conf import settings
+
 from infra.tokens import count_tokens
 
 from .provenance import date_render, relative_dates_render
@@ -65,15 +67,21 @@ def memory_line(m) -> str:
 
 
 def memories_block(memories: list, *, clean=lambda s: s) -> str:
-    """The memories grouped under their headings, oldest group first, in the order said (the better ranked first
-    when two have one time). `clean` strips markup from shown text."""
+    """The memories grouped under their headings, each group in the order said (the better ranked first when two have
+    one time). The groups come oldest first, or, with MEMORY_BLOCK_ORDER "relevance", in the order of their best
+    memory's rank (`memories` comes best first), so the model meets the best match first. `clean` strips markup from
+    shown text."""
     groups: dict[tuple, list] = {}
     ordered = sorted(enumerate(memories), key=lambda im: (im[1].created_at is None,
                                                           im[1].created_at or datetime.min, im[0]))
     for _, m in ordered:
         groups.setdefault(group_key(m), []).append(m)
+    members_of = list(groups.values())
+    if settings.MEMORY_BLOCK_ORDER == "relevance":
+        rank = {id(m): i for i, m in enumerate(memories)}
+        members_of.sort(key=lambda members: min(rank[id(m)] for m in members))
     lines = []
-    for members in groups.values():
+    for members in members_of:
         lines.append(clean(group_heading(members[0])))
         lines += [clean(memory_line(m)) for m in members]
     return "\n".join(lines)

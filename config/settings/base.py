@@ -317,6 +317,9 @@ MEMORY_RETRIEVE_NOTES = env.bool("MEMORY_RETRIEVE_NOTES", default=True)
 # A line the rules quoted from a turn (a typed line of the no-model extractor, an extractive note's line) is found as a
 # key to that turn and shown as the turn (memory/retrieval.lines_as_turns); off, such lines are shown as themselves.
 MEMORY_LINES_AS_TURNS = env.bool("MEMORY_LINES_AS_TURNS", default=True)
+# The memory block's groups (a session on a day) oldest first ("time"), or the group of the best match first
+# ("relevance"); within a group, always in the order said (memory/rendering.py).
+MEMORY_BLOCK_ORDER = env.str("MEMORY_BLOCK_ORDER", default="time")
 # A question naming people in scope is also searched without their names (memory/retrieval_query.without_names).
 MEMORY_SEARCH_WITHOUT_NAMES = env.bool("MEMORY_SEARCH_WITHOUT_NAMES", default=True)
 # A question that names a day, week or month ("on 7 July 2023", "yesterday") also searches what was said then
