@@ -19,6 +19,9 @@ def configuration_check(app_configs, **kwargs):
     if settings.CELERY_VISIBILITY_TIMEOUT <= settings.CELERY_TASK_TIME_LIMIT:
         errors.append(Error("CELERY_VISIBILITY_TIMEOUT must exceed CELERY_TASK_TIME_LIMIT, or late-acked tasks "
                             "are redelivered while still running.", id="continuum.E004"))
+    if settings.MEMORY_BLOCK_ORDER not in ("time", "relevance"):
+        errors.append(Error(f"MEMORY_BLOCK_ORDER must be 'time' or 'relevance', not {settings.MEMORY_BLOCK_ORDER!r}.",
+                            id="continuum.E006"))
     if not settings.QDRANT_URL and not settings.CONTINUUM_EMBEDDED_WORKER and not settings.CELERY_TASK_ALWAYS_EAGER:
         errors.append(Warning("Qdrant Edge (no QDRANT_URL) is locked to one process: run the Celery worker inside "
                               "the web process (CONTINUUM_EMBEDDED_WORKER=1) or point QDRANT_URL at a server.",

@@ -28,6 +28,11 @@ def test_half_configured_llm_is_an_error(settings):
     assert "continuum.E003" in _ids()
 
 
+def test_unknown_memory_block_order_is_an_error(settings):
+    settings.MEMORY_BLOCK_ORDER = "alphabetical"
+    assert "continuum.E006" in _ids()
+
+
 def test_visibility_timeout_shorter_than_task_limit_is_an_error(settings):
     settings.CELERY_VISIBILITY_TIMEOUT = 60
     assert "continuum.E004" in _ids()
