@@ -9,24 +9,15 @@ the secrets filter before anything is stored.
 
 The package holds them by family: records (how any change is written), create (a memory as given), extract
 (messages run through memory.extraction and persisted), decisions (an extraction's verified decisions), remember
-(statements checked against what the user has), review (changes people ask for), lifecycle (changes the jobs make),
-notes (a session's note lines) and imported (the records a portable export carried, written as they were). Import
-from the package.
+(statements checked against what the user has), review (changes people ask for), upkeep (changes the lifecycle
+jobs make), notes (a session's note lines) and imported (the records a portable export carried, written as they
+were). Import from the package.
 """
 
 from .create import memory_create, memory_supersede
 from .decisions import decisions_apply
 from .extract import ExtractionResult, memory_extract_many
 from .imported import memories_import
-from .lifecycle import (
-    PENDING_MARK,
-    fact_from_events,
-    memories_erase_user,
-    memories_expire_due,
-    memories_fold,
-    memories_forget_records,
-    memory_decay,
-)
 from .notes import NoteLine, note_line_id, session_note_records, session_note_write, session_note_written
 from .records import (
     MAX_SOURCE_MESSAGES,
@@ -58,6 +49,15 @@ from .review import (
     memory_restore,
     memory_text_forget,
     memory_update_text,
+)
+from .upkeep import (
+    PENDING_MARK,
+    fact_from_events,
+    memories_erase_user,
+    memories_expire_due,
+    memories_fold,
+    memories_forget_records,
+    memory_decay,
 )
 
 __all__ = [

@@ -1,5 +1,6 @@
-"""Changes the lifecycle jobs make: fold near-duplicates, consolidate events into a fact, decay, expire what is due,
-forget (hard delete with a tombstone) and erase a user's memories.
+"""Changes the lifecycle jobs make (memory/lifecycle/ decides what is due; this writes it): fold near-duplicates,
+consolidate events into a fact, decay, expire what is due, forget (hard delete with a tombstone) and erase a user's
+memories.
 """
 
 from __future__ import annotations
