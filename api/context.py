@@ -7,8 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from context.links import link_list
-from context.models import BridgeSummary
+from context.links import links_with_bridges
 from infra.errors import ValidationFailed
 from infra.rendering import rendered
 from orchestration.context import turn_context
@@ -94,16 +93,4 @@ class SessionLinksApi(APIView):
         _only_params(request, set())
         tenant = request.user.tenant
         session = access_session(tenant=tenant, session_id=session_id)
-        links = list(link_list(tenant=tenant, session=session))
-        other = {str(link.to_session_id if link.from_session_id == session.pk else link.from_session_id)
-                 for link in links}
-        bridges = {str(b.session_id): b for b in BridgeSummary.objects.for_tenant(tenant).filter(session_id__in=other)}
-        rows = []
-        for link in links:
-            out = link.from_session_id == session.pk
-            sid = str(link.to_session_id if out else link.from_session_id)
-            b = bridges.get(sid)
-            rows.append({"kind": link.kind, "direction": "out" if out else "in", "session_id": sid,
-                         "score": link.score, "created_at": link.created_at,
-                         "bridge": {"text": b.text, "goal": b.goal, "method": b.method} if b else None})
-        return Response(LinksOutput({"links": rows}).data)
+        return Response(LinksOutput({"links": links_with_bridges(tenant=tenant, session=session)}).data)

@@ -16,6 +16,7 @@ from typing import Callable
 
 from django.conf import settings
 
+from context.budget import tool_tokens
 from infra.errors import AppError
 from infra.llm_chat import CANCELLED, TIMEOUT, ModelReply
 from infra.tokens import count_message_tokens, count_tokens, truncate_to_tokens
@@ -83,7 +84,7 @@ def react_run(*, messages: list[dict], tools: list[dict], execute: Callable[[str
     client's tools only. parallel=False keeps each step to its first call."""
     deadline = time.monotonic() + limits.wall_clock_seconds
     # Tool definitions ride with every call; what remains of the budget is for messages.
-    budget = max(256, limits.token_budget - count_tokens(json.dumps(tools, separators=(",", ":"))))
+    budget = max(256, limits.token_budget - tool_tokens(tools))
     base = history_repair(list(messages))
     loop: list[dict] = list(resume or [])
     resumed = len(loop)

@@ -67,7 +67,7 @@ def _args(argv=None):
     p.add_argument("--use-llm", action="store_true", help="let extraction and retrieval use a configured LLM")
     p.add_argument("--llm-queries", default="", metavar="BASE_URL",
                    help="import without a model, then let this OpenAI-compatible model plan each question's search "
-                        "(rewrite and parts, memory.retrieval_query.query_plan); latency then includes nothing of it")
+                        "(rewrite and parts, memory.retrieval.query.query_plan); latency then includes nothing of it")
     p.add_argument("--plans", default="", metavar="FILE",
                    help="with --llm-queries: keep each question's plan here (JSON) and reuse the ones already in it")
     p.add_argument("--reuse-dir", default="",
@@ -348,17 +348,16 @@ def _plan_queries_with(base_url: str, settings, saved: Path | None) -> None:
 
     from infra import llm
     from infra.local_profile import profile_apply
-    from memory import retrieval, retrieval_query
+    from memory.retrieval import query, retrieve
 
     probe = openai.OpenAI(base_url=base_url, api_key="not-needed", timeout=10, max_retries=0)
     profile_apply(settings)
     settings.LLM_BASE_URL, settings.LLM_MODEL = base_url, probe.models.list().data[0].id
     settings.MEMORY_QUERY_REWRITE = True
     llm._client.cache_clear()
-    inner, plans = retrieval.query_plan, {}
+    inner, plans = retrieve.query_plan, {}
     if saved is not None and saved.is_file():
-        plans = {q: retrieval_query.QueryPlan(p["text"], tuple(p["parts"]),
-                                              thread=retrieval_query.asks_for_thread(q))
+        plans = {q: query.QueryPlan(p["text"], tuple(p["parts"]), thread=query.asks_for_thread(q))
                  for q, p in json.loads(saved.read_text()).items()}
 
     def planned(text):
@@ -373,7 +372,7 @@ def _plan_queries_with(base_url: str, settings, saved: Path | None) -> None:
         PLANNED["asked"][text] = plans[text]
         return plans[text]
 
-    retrieval.query_plan = planned  # replaced where retrieval looks it up
+    retrieve.query_plan = planned  # replaced where retrieval looks it up
     PLANNED.update(calls=0, seconds=0.0, asked={})
 
 
@@ -479,9 +478,9 @@ def main(argv=None) -> dict:
                          text=None, limit=turn_k, statuses=("active",))
             ours["floor_ms"].append((time.perf_counter() - start) * 1000)
             if args.llm_queries:  # planned before the clock starts: the calls below reuse the plan
-                from memory import retrieval
+                from memory.retrieval import retrieve
 
-                retrieval.query_plan(question)
+                retrieve.query_plan(question)
             # Ours: ranked top-k (no budget), then one call per token budget.
             start = time.perf_counter()
             top = memory_retrieve_for_users(tenant=tenant, users=users, query=question, k=max(KS),

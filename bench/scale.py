@@ -62,12 +62,12 @@ TIMED = {
 
 def _timed_searches(store, scope, text, dense, *, candidates: int, tag: str):
     """(key of TIMED, seconds) for one question. Retrieval asks the store for its keyword candidates while the query
-    is embedded, then for its dense candidates (memory/retrieval.py `_candidates`), each search at the candidates
-    limit and fused by the service, not the store. The embedded runs embed a text of their own (the question with a
-    tag), so the embedder's cache of recent texts answers neither."""
+    is embedded, then for its dense candidates (memory/retrieval/retrieve.py `_candidates`), each search at the
+    candidates limit and fused by the service, not the store. The embedded runs embed a text of their own (the
+    question with a tag), so the embedder's cache of recent texts answers neither."""
     from infra.embedder import embed_soon, get_embedder
     from infra.vector_store.base import Search
-    from memory.retrieval_ranking import HIT_PAYLOAD_KEYS
+    from memory.retrieval.ranking import HIT_PAYLOAD_KEYS
 
     def ask(**kw):
         return Search(scope, limit=candidates, payload_keys=HIT_PAYLOAD_KEYS, not_expired_at=time.time(), **kw)

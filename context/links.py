@@ -25,6 +25,7 @@ from sessions.models import Session
 from sessions.services import session_links_claim
 
 from .models import BridgeSummary, SessionLink
+from .selectors import bridge_summaries
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,23 @@ def link_list(*, tenant, session: Session) -> QuerySet[SessionLink]:
     """Links from and to a session, within the tenant."""
     return (SessionLink.objects.for_tenant(tenant).filter(Q(from_session=session) | Q(to_session=session))
             .select_related("from_session", "to_session").order_by("created_at", "id"))
+
+
+def links_with_bridges(*, tenant, session: Session) -> list[dict]:
+    """Links from and to a session, each with its direction, the other session and that session's bridge (text,
+    goal, method) when it has one."""
+    links = list(link_list(tenant=tenant, session=session))
+    other = {link.to_session_id if link.from_session_id == session.pk else link.from_session_id for link in links}
+    bridges = bridge_summaries(tenant=tenant, session_ids=other)
+    rows = []
+    for link in links:
+        out = link.from_session_id == session.pk
+        sid = link.to_session_id if out else link.from_session_id
+        b = bridges.get(sid)
+        rows.append({"kind": link.kind, "direction": "out" if out else "in", "session_id": str(sid),
+                     "score": link.score, "created_at": link.created_at,
+                     "bridge": {"text": b.text, "goal": b.goal, "method": b.method} if b else None})
+    return rows
 
 
 def links_bridges_for(*, tenant, session: Session, first_message: str = "") -> list[LinkedBridge]:

@@ -21,7 +21,7 @@ class MemoryKind(models.TextChoices):
 
 
 # A note line's `metadata.note` when it is the session's topics line (its other labels: decision, fact, open); the
-# note's writer sets it and retrieval leaves such lines out (memory/retrieval_reads.py).
+# note's writer sets it and retrieval leaves such lines out (memory/retrieval/reads.py).
 NOTE_TOPIC_LABEL = "topic"
 
 

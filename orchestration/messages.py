@@ -18,9 +18,8 @@ from context.buffer import buffer_add_facts, buffer_append_messages, buffer_dele
 from context.links import links_create_for_first_message
 from infra.errors import NotFound
 from infra.task_queue import task_enqueue
-from memory.actions import memory_delete
+from memory.actions import ExtractionResult, memory_delete, memory_extract_many
 from memory.extraction.classify import FACT_ROLES, extracted_roles
-from memory.extraction.pipeline import ExtractionResult, memory_extract_many
 from memory.models import MemoryKind, MemoryRecord, MemoryStatus
 from memory.sources import SourceMessage
 from sessions.models import Message, Session

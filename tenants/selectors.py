@@ -30,6 +30,12 @@ def access_end_user(*, tenant: Tenant, user_id) -> EndUser:
         raise NotFound("User not found.")
 
 
+def end_user_hold(*, tenant: Tenant, user: EndUser) -> None:
+    """Locks the user's row until the transaction ends, so two requests of one user that each look for an open
+    session take turns."""
+    EndUser.objects.for_tenant(tenant).select_for_update().filter(pk=user.pk).first()
+
+
 def end_user_by_external_id(*, tenant: Tenant, external_id: str) -> EndUser | None:
     return EndUser.objects.for_tenant(tenant).filter(external_id=external_id).first()
 

@@ -8,18 +8,24 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
-from django.db.models.functions import MD5
 
 from assistant.history_lineup import line_up
 from infra.errors import Conflict, NotFound
 from infra.secrets import secrets_redact
 from orchestration.messages import messages_withdraw
 from orchestration.sessions import session_close, session_open
-from sessions.models import Message, Session
-from sessions.selectors import access_session, session_open_for_user
+from sessions.models import Session
+from sessions.selectors import (
+    access_session,
+    message_contents,
+    session_last_user_input,
+    session_open_for_user,
+    session_turn_digests,
+    user_turn_digests_elsewhere,
+)
 from sessions.services import NewMessage
 from tenants.models import EndUser, Tenant
+from tenants.selectors import end_user_hold
 from tenants.services import end_user_get_or_create
 
 from .requests import invalid
@@ -68,7 +74,7 @@ def chat_place(*, tenant: Tenant, user: EndUser, user_input: str, earlier: list[
                        continuing=continuing)
     with transaction.atomic():
         # Two first requests of one user race here; the row lock makes the second find the first's session.
-        EndUser.objects.for_tenant(tenant).select_for_update().filter(pk=user.pk).first()
+        end_user_hold(tenant=tenant, user=user)
         current = session_open_for_user(tenant=tenant, user=user)
         if current is not None:
             placement = _placed(tenant=tenant, session=current, user_input=user_input, earlier=earlier,
@@ -84,8 +90,7 @@ def chat_place(*, tenant: Tenant, user: EndUser, user_input: str, earlier: list[
 
 def open_turn_input(*, tenant: Tenant, session: Session) -> str:
     """The input of the session's last turn, which tool outputs sent without it continue."""
-    last = (Message.objects.for_tenant(tenant).filter(session=session, role=Message.Role.USER)
-            .order_by("-seq").values_list("content", flat=True).first())
+    last = session_last_user_input(tenant=tenant, session=session)
     if not last:
         raise invalid("The previous response's session has no turn for these tool outputs to continue.",
                       param="input")
@@ -94,16 +99,6 @@ def open_turn_input(*, tenant: Tenant, session: Session) -> str:
 
 _LOOK_BACK = 200  # the session's newest turns a resent conversation is lined up with (an edit further back branches)
 _KNOWN_LOOK_BACK = 1000  # the user's earlier messages a new chat's resent turns are looked for in
-
-
-def _stored_turns(*, tenant: Tenant, session: Session, limit: int) -> list[dict]:
-    """The session's newest `limit` turns as the client saw them (user messages and assistant replies, not the
-    assistant's tool-calling steps), oldest first, each with the md5 of its content: digests keep up to `limit`
-    texts of up to 32k characters out of the query's result (a text is read only when its digest differs)."""
-    rows = (Message.objects.filter(tenant=tenant, session=session, role__in=("user", "assistant"))
-            .exclude(content="").filter(Q(role="user") | Q(tool_calls=[]))
-            .annotate(digest=MD5("content")).order_by("-seq").values("pk", "seq", "role", "digest")[:limit])
-    return list(reversed(rows))
 
 
 def _digest(text: str) -> str:
@@ -127,8 +122,7 @@ class _Turns:
         if self.stored[k]["digest"] == digest:
             return True
         if self._plain_stored is None:  # one read of the stored texts, only once a digest differs
-            pks = [row["pk"] for row in self.stored]
-            texts = dict(Message.objects.for_tenant(self.tenant).filter(pk__in=pks).values_list("pk", "content"))
+            texts = message_contents(tenant=self.tenant, message_ids=[row["pk"] for row in self.stored])
             self._plain_stored = {i: _plain(texts.get(row["pk"], "")) for i, row in enumerate(self.stored)}
         return self._plain_stored[k] == _plain(text)
 
@@ -141,7 +135,8 @@ def _placed(*, tenant: Tenant, session: Session, user_input: str, earlier: list[
             named: bool, continuing: bool = False) -> ChatPlacement | None:
     """The request's placement in `session`, or None when its conversation does not continue it and the session
     was not named (the caller then opens a new one). A regenerate takes the session's last answer back here."""
-    stored = _stored_turns(tenant=tenant, session=session, limit=max(_LOOK_BACK, len(earlier) + 2))
+    # Digests, not texts: a stored text is read only when its digest differs from the client's.
+    stored = session_turn_digests(tenant=tenant, session=session, limit=max(_LOOK_BACK, len(earlier) + 2))
     turns = _Turns(tenant=tenant, stored=stored, sent=earlier)
     found = line_up(stored_roles=[row["role"] for row in stored], n_sent=len(earlier), same=turns.same,
                     same_input=lambda k: stored[k]["role"] == "user" and turns.same_text(k, user_input,
@@ -155,8 +150,7 @@ def _placed(*, tenant: Tenant, session: Session, user_input: str, earlier: list[
     placement = ChatPlacement(session=session, earlier=[NewMessage(role=r, content=t) for r, t in earlier[new_from:]])
     if found.repeat_of is not None:
         repeated = stored[found.repeat_of]
-        placement.repeated_input = Message.objects.for_tenant(tenant).filter(pk=repeated["pk"]) \
-            .values_list("content", flat=True).first()
+        placement.repeated_input = message_contents(tenant=tenant, message_ids=[repeated["pk"]]).get(repeated["pk"])
         if found.repeat_of < len(stored) - 1 and not continuing:  # a regenerate: the answer it replaces goes
             messages_withdraw(tenant=tenant, session=session, after_seq=repeated["seq"], actor_type="end_user",
                               actor_id=session.user.external_id)
@@ -168,10 +162,7 @@ def _known_marked(*, tenant: Tenant, session: Session, turns: list[tuple[str, st
     are stored for the context but not read for memories again."""
     if not turns:
         return []
-    held = set(Message.objects.for_tenant(tenant).filter(session__user_id=session.user_id, role__in=("user",
-                                                                                                       "assistant"))
-               .exclude(session=session).annotate(digest=MD5("content")).order_by("-created_at")
-               .values_list("role", "digest")[:_KNOWN_LOOK_BACK])
+    held = user_turn_digests_elsewhere(tenant=tenant, session=session, limit=_KNOWN_LOOK_BACK)
     return [NewMessage(role=role, content=text, known=(role, _digest(text)) in held) for role, text in turns]
 
 

@@ -21,7 +21,7 @@ from infra.errors import AppError
 from memory import actions as memory_actions
 from memory.models import MemoryEvent, MemoryRecord, MemoryReview
 from memory.overview import memory_origin, said_by
-from memory.review import near_duplicate_pairs, review_pending
+from memory.review_queue import near_duplicate_pairs, review_pending
 from memory.subjects import slot_words
 from orchestration.forgetting import memory_forget
 from tenants.models import EndUser, Tenant

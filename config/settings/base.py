@@ -307,20 +307,22 @@ MEMORY_PASSAGE_MAX_TOKENS = env.int("MEMORY_PASSAGE_MAX_TOKENS", default=160)
 # evidence from several times as many turns. 0 shows memories whole.
 MEMORY_EXCERPT_MAX_TOKENS = env.int("MEMORY_EXCERPT_MAX_TOKENS", default=60)
 # A session's prior (topic locality) lifts only its best memory, so a topic that runs across sessions comes back
-# from many of them (memory/retrieval_ranking.py scores_diversify).
+# from many of them (memory/retrieval/ranking.py scores_diversify).
 MEMORY_SESSION_DIVERSITY = env.bool("MEMORY_SESSION_DIVERSITY", default=False)
-# Session diversity for the questions that ask how something developed over time (memory/retrieval_query.py).
+# Session diversity for the questions that ask how something developed over time (memory/retrieval/query.py).
 MEMORY_THREAD_QUESTIONS = env.bool("MEMORY_THREAD_QUESTIONS", default=True)
-# Session notes' lines in retrieval results (memory/retrieval.retrieved_kinds); off, they serve bridges and the admin
-# only. On by default: off, the product-shaped set's recall of changed values drops (docs/benchmarks-changelog.md).
+# Session notes' lines in retrieval results (memory/retrieval/retrieve.py retrieved_kinds); off, they serve bridges
+# and the admin only. On by default: off, the product-shaped set's recall of changed values drops
+# (docs/benchmarks-changelog.md).
 MEMORY_RETRIEVE_NOTES = env.bool("MEMORY_RETRIEVE_NOTES", default=True)
 # A line the rules quoted from a turn (a typed line of the no-model extractor, an extractive note's line) is found as a
-# key to that turn and shown as the turn (memory/retrieval.lines_as_turns); off, such lines are shown as themselves.
+# key to that turn and shown as the turn (memory/retrieval/retrieve.py lines_as_turns); off, such lines are shown as
+# themselves.
 MEMORY_LINES_AS_TURNS = env.bool("MEMORY_LINES_AS_TURNS", default=True)
 # The memory block's groups (a session on a day) oldest first ("time"), or the group of the best match first
 # ("relevance"); within a group, always in the order said (memory/rendering.py).
 MEMORY_BLOCK_ORDER = env.str("MEMORY_BLOCK_ORDER", default="time")
-# A question naming people in scope is also searched without their names (memory/retrieval_query.without_names).
+# A question naming people in scope is also searched without their names (memory/retrieval/query.py without_names).
 MEMORY_SEARCH_WITHOUT_NAMES = env.bool("MEMORY_SEARCH_WITHOUT_NAMES", default=True)
 # A question that names a day, week or month ("on 7 July 2023", "yesterday") also searches what was said then
 # (memory/named_dates.py), its best ranked in turn with the best of the other searches.

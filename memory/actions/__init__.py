@@ -7,24 +7,17 @@ in the outbox inside one transaction; the point reaches Qdrant after commit. Ext
 the lifecycle jobs, the admin and the end-user API all come here, and nothing else writes MemoryRecord. Text passes
 the secrets filter before anything is stored.
 
-The package holds them by family: records (how any change is written), create (a memory as given), decisions
-(an extraction's verified decisions), remember (statements checked against what the user has), review (changes people
-ask for), lifecycle (changes the jobs make), notes (a session's note lines) and imported (the records a portable
-export carried, written as they were). Import from the package.
+The package holds them by family: records (how any change is written), create (a memory as given), extract
+(messages run through memory.extraction and persisted), decisions (an extraction's verified decisions), remember
+(statements checked against what the user has), review (changes people ask for), upkeep (changes the lifecycle
+jobs make), notes (a session's note lines) and imported (the records a portable export carried, written as they
+were). Import from the package.
 """
 
 from .create import memory_create, memory_supersede
 from .decisions import decisions_apply
+from .extract import ExtractionResult, memory_extract_many
 from .imported import memories_import
-from .lifecycle import (
-    PENDING_MARK,
-    fact_from_events,
-    memories_erase_user,
-    memories_expire_due,
-    memories_fold,
-    memories_forget_records,
-    memory_decay,
-)
 from .notes import NoteLine, note_line_id, session_note_records, session_note_write, session_note_written
 from .records import (
     MAX_SOURCE_MESSAGES,
@@ -57,12 +50,22 @@ from .review import (
     memory_text_forget,
     memory_update_text,
 )
+from .upkeep import (
+    PENDING_MARK,
+    fact_from_events,
+    memories_erase_user,
+    memories_expire_due,
+    memories_fold,
+    memories_forget_records,
+    memory_decay,
+)
 
 __all__ = [
     "BULK_DELETE_SAMPLE",
     "INCOMPLETE",
     "INCOMPLETE_REASON",
     "BulkDeleteResult",
+    "ExtractionResult",
     "MAX_SOURCE_MESSAGES",
     "MEMORY_NAMESPACE",
     "MEMORY_TEXT_MAX_CHARS",
@@ -86,6 +89,7 @@ __all__ = [
     "memory_delete_all",
     "memory_expire",
     "memory_expiry",
+    "memory_extract_many",
     "memory_history_write",
     "memory_id_for",
     "memory_lifetime_start",

@@ -18,7 +18,7 @@ from ..extraction.classify import informative_text
 from ..models import MemoryEvent, MemoryRecord, MemoryStatus, SourceType
 from ..outbox import outbox_enqueue
 from ..sources import SourceMessage
-from .records import _new_record, _validated, memory_history_write, memory_snapshot, validity_end
+from .records import _new_record, _validated, memory_change_save, memory_history_write, memory_snapshot, validity_end
 
 
 def _create_locked(record: MemoryRecord, *, actor_type: str, actor_id: str, note: str = "") -> MemoryRecord:
@@ -43,16 +43,10 @@ def memory_supersede(
     old.superseded_by = new
     old.status_changed_at = clock.now()
     old.valid_to = validity_end(old=old, new=new)
-    old.save(update_fields=["status", "superseded_by", "status_changed_at", "valid_to", "updated_at"])
-    memory_history_write(
-        record=old,
-        action=MemoryEvent.Action.SUPERSEDED,
-        actor_type=actor_type,
-        actor_id=actor_id,
-        before=before,
-        after=memory_snapshot(old),
-        note=note or f"superseded by {new.pk}",
-    )
+    memory_change_save(old, before=before,
+                       fields=["status", "superseded_by", "status_changed_at", "valid_to", "updated_at"],
+                       action=MemoryEvent.Action.SUPERSEDED, actor_type=actor_type, actor_id=actor_id,
+                       note=note or f"superseded by {new.pk}")
 
 
 def memory_create(

@@ -17,7 +17,13 @@ from ..sources import SourceMessage
 from ..webhook_events import memory_webhooks_read_once
 from .corrections import corrections_apply_locked, remainder_versions_locked
 from .create import _create_locked, memory_supersede
-from .records import MAX_SOURCE_MESSAGES, _new_record, history_rows_together, memory_history_write, memory_snapshot
+from .records import (
+    MAX_SOURCE_MESSAGES,
+    _new_record,
+    history_rows_together,
+    memory_change_save,
+    memory_snapshot,
+)
 
 
 def _extracted_by(record: MemoryRecord) -> list[str]:
@@ -40,16 +46,8 @@ def _also_from_locked(record: MemoryRecord, *, extractor: str, actor_type: str, 
     both sources. Not a confirmation: the user said it once, so confidence stays."""
     before = memory_snapshot(record)
     _note_extractor(record, extractor)
-    record.save(update_fields=["metadata", "updated_at"])
-    memory_history_write(
-        record=record,
-        action=MemoryEvent.Action.REINFORCED,
-        actor_type=actor_type,
-        actor_id=actor_id,
-        before=before,
-        after=memory_snapshot(record),
-        note=f"also extracted by {extractor}",
-    )
+    memory_change_save(record, before=before, fields=["metadata", "updated_at"], action=MemoryEvent.Action.REINFORCED,
+                       actor_type=actor_type, actor_id=actor_id, note=f"also extracted by {extractor}")
     return record
 
 
@@ -69,16 +67,10 @@ def _reinforce_locked(
     if source is not None and str(source.id) not in record.source_message_ids:
         record.source_message_ids = (record.source_message_ids + [str(source.id)])[:MAX_SOURCE_MESSAGES]
     _note_extractor(record, extractor)
-    record.save(update_fields=["reinforcement_count", "confidence", "source_message_ids", "metadata", "updated_at"])
-    memory_history_write(
-        record=record,
-        action=MemoryEvent.Action.REINFORCED,
-        actor_type=actor_type,
-        actor_id=actor_id,
-        before=before,
-        after=memory_snapshot(record),
-        note=f"similarity {similarity:.3f}" if similarity is not None else "",
-    )
+    memory_change_save(record, before=before,
+                       fields=["reinforcement_count", "confidence", "source_message_ids", "metadata", "updated_at"],
+                       action=MemoryEvent.Action.REINFORCED, actor_type=actor_type, actor_id=actor_id,
+                       note=f"similarity {similarity:.3f}" if similarity is not None else "")
     return record
 
 

@@ -230,6 +230,16 @@ def memory_vectors_enqueue(records: list[MemoryRecord], *, op: str | None = None
         outbox_enqueue(tenant_id=tenant_id, memory_ids=ids, op=op)
 
 
+def memory_change_save(record: MemoryRecord, *, before: dict, fields: list[str], action: str, actor_type: str,
+                       actor_id: str, note: str = "") -> MemoryRecord:
+    """Save a changed row's `fields` and write the change's history entry, from `before` (the snapshot taken before
+    the change) to the row as saved. Call inside the transaction that holds the row."""
+    record.save(update_fields=fields)
+    memory_history_write(record=record, action=action, actor_type=actor_type, actor_id=actor_id, before=before,
+                         after=memory_snapshot(record), note=note)
+    return record
+
+
 def _locked(
     *, tenant: Tenant, memory_id=None, memory: MemoryRecord | None = None, user: EndUser | None = None
 ) -> MemoryRecord:
@@ -260,16 +270,8 @@ def _transition(
     record.status_changed_at = clock.now()
     for field, value in changes.items():
         setattr(record, field, value)
-    record.save(update_fields=["status", "status_changed_at", "updated_at", *changes])
-    memory_history_write(
-        record=record,
-        action=action,
-        actor_type=actor_type,
-        actor_id=actor_id,
-        before=before,
-        after=memory_snapshot(record),
-        note=note,
-    )
+    memory_change_save(record, before=before, fields=["status", "status_changed_at", "updated_at", *changes],
+                       action=action, actor_type=actor_type, actor_id=actor_id, note=note)
     memory_vectors_enqueue([record])
     return record
 

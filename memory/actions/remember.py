@@ -53,42 +53,13 @@ def _statements(text: str, *, kind: str, who: str, subject: str, value: str) -> 
     return [(kind, normalized, subject, value)] if normalized else []
 
 
-def memory_remember(
-    *,
-    tenant: Tenant,
-    user: EndUser,
-    kind: str,
-    text: str,
-    source_type: str = SourceType.USER_STATED,
-    confidence: float = 0.8,
-    importance: float = 0.6,
-    source: SourceMessage | None = None,
-    session_id=None,
-    subject: str = "",
-    value: str = "",
-    actor_type: str = MemoryEvent.Actor.SYSTEM,
-    actor_id: str = "",
-) -> tuple[MemoryRecord | None, str]:
+def memory_remember(*, tenant: Tenant, user: EndUser, **statement) -> tuple[MemoryRecord | None, str]:
     """Store a memory unless the user already has it: a near-duplicate is reinforced, a new value for the same
-    subject supersedes the old one. Returns (record, outcome) of its first statement: created | reinforced |
-    superseded | secret | refused_instruction (the text tells the assistant what to do instead of saying something
-    about the user; nothing is stored, so a fooled model cannot plant an instruction for later turns) |
-    incomplete (no subject or predicate). memory_remember_statements returns every statement's."""
-    return memory_remember_statements(
-        tenant=tenant,
-        user=user,
-        kind=kind,
-        text=text,
-        source_type=source_type,
-        confidence=confidence,
-        importance=importance,
-        source=source,
-        session_id=session_id,
-        subject=subject,
-        value=value,
-        actor_type=actor_type,
-        actor_id=actor_id,
-    )[0]
+    subject supersedes the old one. Takes memory_remember_statements' arguments and returns (record, outcome) of the
+    first statement: created | reinforced | superseded | secret | refused_instruction (the text tells the assistant
+    what to do instead of saying something about the user; nothing is stored, so a fooled model cannot plant an
+    instruction for later turns) | incomplete (no subject or predicate)."""
+    return memory_remember_statements(tenant=tenant, user=user, **statement)[0]
 
 
 def memory_remember_statements(

@@ -27,6 +27,7 @@ from .records import (
     _refuse,
     _transition,
     content_hash_for,
+    memory_change_save,
     memory_history_write,
     memory_snapshot,
     memory_text_clean,
@@ -175,15 +176,8 @@ def memory_text_forget(
     return record
 
 
-def memory_delete(
-    *,
-    tenant: Tenant,
-    actor_type: str,
-    actor_id: str = "",
-    memory_id=None,
-    memory: MemoryRecord | None = None,
-    user: EndUser | None = None,
-) -> MemoryRecord:
+def memory_delete(*, tenant: Tenant, actor_type: str, actor_id: str = "", memory_id=None,
+                  memory: MemoryRecord | None = None, user: EndUser | None = None) -> MemoryRecord:
     """Soft delete: the point goes at once, the row waits for the forget job. Deleting twice is a no-op."""
     with transaction.atomic():
         record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
@@ -213,16 +207,9 @@ def memory_delete_all(
             for record in records:
                 before = memory_snapshot(record)
                 record.status, record.status_changed_at = Status.DELETED, now
-                record.save(update_fields=["status", "status_changed_at", "updated_at"])
-                memory_history_write(
-                    record=record,
-                    action=Action.DELETED,
-                    actor_type=actor_type,
-                    actor_id=actor_id,
-                    before=before,
-                    after=memory_snapshot(record),
-                    note="all memories deleted",
-                )
+                memory_change_save(record, before=before, fields=["status", "status_changed_at", "updated_at"],
+                                   action=Action.DELETED, actor_type=actor_type, actor_id=actor_id,
+                                   note="all memories deleted")
             memory_vectors_enqueue(records)
             changed += records
 
@@ -282,6 +269,16 @@ def memories_bulk_delete(
     )
 
 
+def _locked_when(
+    allowed: tuple[str, ...], verb: str, *, tenant: Tenant, memory_id, memory: MemoryRecord | None, user: EndUser | None
+) -> MemoryRecord:
+    """The row, locked, when its status allows the change; the invalid_transition conflict when it does not."""
+    record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
+    if record.status not in allowed:
+        raise _refuse(record, verb)
+    return record
+
+
 def _status_before_removal(record: MemoryRecord) -> str:
     """The status a memory had before it was deleted, rejected or expired (restore returns it there)."""
     event = (
@@ -294,20 +291,13 @@ def _status_before_removal(record: MemoryRecord) -> str:
     return previous if previous in (Status.ACTIVE, Status.PENDING_REVIEW) else Status.ACTIVE
 
 
-def memory_restore(
-    *,
-    tenant: Tenant,
-    actor_type: str,
-    actor_id: str = "",
-    memory_id=None,
-    memory: MemoryRecord | None = None,
-    user: EndUser | None = None,
-) -> MemoryRecord:
+def memory_restore(*, tenant: Tenant, actor_type: str, actor_id: str = "", memory_id=None,
+                   memory: MemoryRecord | None = None, user: EndUser | None = None) -> MemoryRecord:
     """Bring back a deleted, rejected or expired memory (a past expiry is cleared, or it would expire again)."""
     with transaction.atomic():
-        record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
-        if record.status not in (Status.DELETED, Status.EXPIRED):
-            raise _refuse(record, "restored")
+        record = _locked_when(
+            (Status.DELETED, Status.EXPIRED), "restored", tenant=tenant, memory_id=memory_id, memory=memory, user=user
+        )
         changes = {}
         if record.expires_at is not None and record.expires_at <= clock.now():
             changes["expires_at"] = None
@@ -337,20 +327,13 @@ def _displaced_by(record: MemoryRecord) -> list[MemoryRecord]:
     )
 
 
-def memory_approve(
-    *,
-    tenant: Tenant,
-    actor_type: str,
-    actor_id: str = "",
-    memory_id=None,
-    memory: MemoryRecord | None = None,
-    user: EndUser | None = None,
-) -> MemoryRecord:
+def memory_approve(*, tenant: Tenant, actor_type: str, actor_id: str = "", memory_id=None,
+                   memory: MemoryRecord | None = None, user: EndUser | None = None) -> MemoryRecord:
     """Make a memory held for review active; what it supersedes (it was held, so did not yet) goes now."""
     with transaction.atomic():
-        record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
-        if record.status != Status.PENDING_REVIEW:
-            raise _refuse(record, "approved")
+        record = _locked_when(
+            (Status.PENDING_REVIEW,), "approved", tenant=tenant, memory_id=memory_id, memory=memory, user=user
+        )
         _transition(record, to=Status.ACTIVE, action=Action.APPROVED, actor_type=actor_type, actor_id=actor_id)
         for old in _displaced_by(record):
             _transition(
@@ -366,39 +349,29 @@ def memory_approve(
         return record
 
 
-def memory_reject(
-    *,
-    tenant: Tenant,
-    actor_type: str,
-    actor_id: str = "",
-    memory_id=None,
-    memory: MemoryRecord | None = None,
-    user: EndUser | None = None,
-) -> MemoryRecord:
+def memory_reject(*, tenant: Tenant, actor_type: str, actor_id: str = "", memory_id=None,
+                  memory: MemoryRecord | None = None, user: EndUser | None = None) -> MemoryRecord:
     with transaction.atomic():
-        record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
-        if record.status != Status.PENDING_REVIEW:
-            raise _refuse(record, "rejected")
+        record = _locked_when(
+            (Status.PENDING_REVIEW,), "rejected", tenant=tenant, memory_id=memory_id, memory=memory, user=user
+        )
         return _transition(record, to=Status.DELETED, action=Action.REJECTED, actor_type=actor_type, actor_id=actor_id)
 
 
-def memory_expire(
-    *,
-    tenant: Tenant,
-    actor_type: str,
-    actor_id: str = "",
-    memory_id=None,
-    memory: MemoryRecord | None = None,
-    user: EndUser | None = None,
-    note: str = "",
-) -> MemoryRecord:
+def memory_expire(*, tenant: Tenant, actor_type: str, actor_id: str = "", memory_id=None,
+                  memory: MemoryRecord | None = None, user: EndUser | None = None, note: str = "") -> MemoryRecord:
     """Expire now (or record that a past expires_at took effect). Expiring an expired memory is a no-op."""
     with transaction.atomic():
-        record = _locked(tenant=tenant, memory_id=memory_id, memory=memory, user=user)
+        record = _locked_when(
+            (Status.ACTIVE, Status.PENDING_REVIEW, Status.EXPIRED),
+            "expired",
+            tenant=tenant,
+            memory_id=memory_id,
+            memory=memory,
+            user=user,
+        )
         if record.status == Status.EXPIRED:
             return record
-        if record.status not in (Status.ACTIVE, Status.PENDING_REVIEW):
-            raise _refuse(record, "expired")
         now = clock.now()
         expires_at = record.expires_at if record.expires_at and record.expires_at <= now else now
         return _transition(

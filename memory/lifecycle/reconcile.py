@@ -81,7 +81,10 @@ def _rows_phase(tenant: Tenant, store, scope, *, limit: int, after: str | None) 
     return stats, (str(records[-1].pk) if more else None)
 
 
-def _points_phase(tenant: Tenant, store, scope, *, limit: int, offset: str | None) -> tuple[dict, str | None]:
+def orphan_points_delete(tenant: Tenant, store, scope, *, limit: int,
+                         offset: str | None) -> tuple[int, int, str | None]:
+    """One page of the scope's points: those whose memory is gone or deleted are removed from the store. Returns
+    (points checked, points removed, the next page's offset or None at the end)."""
     hits, next_offset = store.scroll(scope, limit=limit, offset=offset)
     ids = [h.memory_id for h in hits]
     live = {str(pk) for pk in MemoryRecord.objects.for_tenant(tenant).filter(pk__in=ids)
@@ -89,7 +92,12 @@ def _points_phase(tenant: Tenant, store, scope, *, limit: int, offset: str | Non
     orphans = [i for i in ids if i not in live]
     if orphans:
         store.delete(scope, orphans)
-    return {"points_checked": len(ids), "orphans_deleted": len(orphans)}, next_offset
+    return len(ids), len(orphans), next_offset
+
+
+def _points_phase(tenant: Tenant, store, scope, *, limit: int, offset: str | None) -> tuple[dict, str | None]:
+    checked, deleted, next_offset = orphan_points_delete(tenant, store, scope, limit=limit, offset=offset)
+    return {"points_checked": checked, "orphans_deleted": deleted}, next_offset
 
 
 def vectors_reconcile(*, tenant: Tenant, limit: int, cursor: str | None = None) -> JobResult:

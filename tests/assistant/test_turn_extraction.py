@@ -62,7 +62,7 @@ def test_a_turn_whose_model_fails_still_queues_its_input_for_extraction(llm, ali
 
 def test_the_turn_task_extracts_the_inputs_facts_and_the_answers_episode_in_one_embedding_call(
         llm, alice, alice_client, alice_session, queued, monkeypatch, settings, django_capture_on_commit_callbacks):
-    from memory.extraction import pipeline
+    from memory.actions import extract
     from orchestration.tasks import messages_extract_task
 
     llm.add(answer("Noted: aisle seats, and never United."))
@@ -71,14 +71,14 @@ def test_the_turn_task_extracts_the_inputs_facts_and_the_answers_episode_in_one_
     (_, (tenant_id, ids)), = extraction_tasks(queued)
     settings.LLM_BASE_URL = ""  # the worker extracts with the rules alone: the scripted model answers the turn only
 
-    embedder, calls = pipeline.get_embedder(), []
+    embedder, calls = extract.get_embedder(), []
 
     class Counting:
         def embed(self, texts):
             calls.append(list(texts))
             return embedder.embed(texts)
 
-    monkeypatch.setattr(pipeline, "get_embedder", lambda: Counting())
+    monkeypatch.setattr(extract, "get_embedder", lambda: Counting())
     with django_capture_on_commit_callbacks(execute=True):
         written = messages_extract_task.apply(args=(tenant_id, ids)).get()
     assert len(calls) == 1  # both messages' candidates in one batch
@@ -95,7 +95,7 @@ def test_the_turn_task_extracts_the_inputs_facts_and_the_answers_episode_in_one_
 
 
 def test_a_batch_holds_at_most_one_message_that_states_facts(alice, alice_user, alice_session):
-    from memory.extraction.pipeline import memory_extract_many
+    from memory.actions import memory_extract_many
     from orchestration.messages import messages_append, messages_extract, source_of
     from sessions.services import NewMessage
 

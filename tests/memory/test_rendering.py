@@ -36,4 +36,5 @@ def test_by_relevance_the_best_matchs_session_comes_first_and_a_session_keeps_th
     assert headings("\n".join(lines)) == ["20 May 2023, session 3:", "2 May 2023, session 1:",
                                           "10 May 2023, session 2:"]
     # Within its session, each memory where it was said: the earlier one first, whatever its rank.
-    assert lines[1:3] == ["- Ada: The florist will do the wedding flowers.", "- Ada: The wedding moved to the 9th of June."]
+    assert lines[1:3] == ["- Ada: The florist will do the wedding flowers.",
+                          "- Ada: The wedding moved to the 9th of June."]

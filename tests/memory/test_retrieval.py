@@ -13,7 +13,7 @@ from memory.actions import memory_create
 from memory.models import MemoryRecord
 from memory.rendering import memories_block
 from memory.retrieval import memory_retrieve, memory_retrieve_for_users
-from memory.retrieval_query import query_build
+from memory.retrieval.query import query_build
 from memory.selectors import memory_points_count, memory_points_scroll, memory_points_search
 from sessions.turn_reads import turns_around
 
@@ -343,7 +343,7 @@ def test_a_question_about_how_something_changed_gets_its_thread_from_every_sessi
 
 
 def test_thread_questions_are_told_from_others():
-    from memory.retrieval_query import asks_for_thread
+    from memory.retrieval.query import asks_for_thread
 
     for question in ("How did the invoices table's schema change over the project?",
                      "How has the page's load time evolved?", "What have we decided so far?",
@@ -356,7 +356,7 @@ def test_thread_questions_are_told_from_others():
 
 
 def test_questions_about_a_former_value_are_told_from_others():
-    from memory.retrieval_query import asks_for_earlier
+    from memory.retrieval.query import asks_for_earlier
 
     for question in ("What did I say before?", "What locker number did I have before?", "Where did I use to live?",
                      "What was my old address?", "Which airline did I prefer at first?", "What was the plan before?",
@@ -368,7 +368,7 @@ def test_questions_about_a_former_value_are_told_from_others():
 
 
 def test_names_are_taken_out_of_a_second_search_and_nothing_else():
-    from memory.retrieval_query import without_names
+    from memory.retrieval.query import without_names
 
     assert without_names("What does Ada do to unwind?", ["Ada", "Zed"]) == "What does do to unwind?"
     assert without_names("Where did Ada's sister move? ada knows", ["Ada"]) == "Where did sister move? knows"
@@ -501,7 +501,7 @@ def test_a_memory_whose_shown_sentences_were_all_shown_already_gives_its_place_t
     is new in a memory counts sentence by sentence, after a speaker's name, and the same at any budget."""
     from memory.excerpts import key_weights, query_keys
     from memory.rendering import BlockBudget
-    from memory.retrieval import _BudgetWalk, sentences_said
+    from memory.retrieval.retrieve import _BudgetWalk, sentences_said
 
     pasted = "The invoices table has grown to two million rows since the first import of the old data."
     ranked = [(3.0, _walk_row(1, f"Priya: {pasted} My cat Miso sat on the keyboard again this morning, so "

@@ -11,7 +11,7 @@ from django.db.models import JSONField, Value
 from infra import clock
 from memory.actions import memory_create
 from memory.models import MemoryRecord, MemoryStatus
-from memory.retrieval_reads import memory_rows, memory_rows_orm
+from memory.retrieval.reads import memory_rows, memory_rows_orm
 from sessions.models import Message
 from sessions.turn_reads import turns_around, turns_around_orm
 
@@ -128,7 +128,7 @@ def test_each_row_carries_its_sessions_number_per_user_oldest_first_as_the_orm_c
 
 
 def test_the_shortlist_reads_enough_candidates_to_fill_the_budget_twice_by_their_sizes():
-    from memory.retrieval_ranking import SHORTLIST_MIN, UNSIZED_TOKENS, Candidate, candidates_shortlist
+    from memory.retrieval.ranking import SHORTLIST_MIN, UNSIZED_TOKENS, Candidate, candidates_shortlist
 
     sized = [Candidate(str(i), {"tokens": 25}) for i in range(500)]
     # 160 candidates hold 4,000 tokens
@@ -144,7 +144,7 @@ def test_the_shortlist_reads_enough_candidates_to_fill_the_budget_twice_by_their
 def test_a_long_candidate_counts_in_the_shortlist_as_much_as_it_is_shown():
     """A pasted log of 2,000 tokens is shown as its best lines under a budget: counted at its full length it would end
     the shortlist's tiers after a handful of candidates, and a larger budget would read no further down."""
-    from memory.retrieval_ranking import SHORTLIST_MIN, Candidate, candidates_shortlist
+    from memory.retrieval.ranking import SHORTLIST_MIN, Candidate, candidates_shortlist
 
     long = [Candidate(str(i), {"tokens": 2000}) for i in range(500)]
     assert len(candidates_shortlist(long, k=1000, token_budget=2000)) < SHORTLIST_MIN + 5  # counted whole: the floor

@@ -7,7 +7,7 @@ import pytest
 from memory import actions
 from memory.models import MemoryEvent, MemoryRecord
 from memory.retrieval import memory_retrieve
-from memory.review import review_pending
+from memory.review_queue import review_pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -10,6 +10,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
+from memory.lifecycle.reconcile import orphan_points_delete
 from memory.models import MemoryRecord, MemoryStatus
 from tenants.models import Tenant
 
@@ -68,13 +69,7 @@ class Command(BaseCommand):
     def _sweep(store, scope, tenant) -> int:
         removed, offset = 0, None
         while True:
-            hits, offset = store.scroll(scope, limit=512, offset=offset)
-            ids = [h.memory_id for h in hits]
-            keep = {str(pk) for pk in MemoryRecord.objects.for_tenant(tenant).filter(pk__in=ids)
-                    .exclude(status=MemoryStatus.DELETED).values_list("pk", flat=True)}
-            gone = [i for i in ids if i not in keep]
-            if gone:
-                store.delete(scope, gone)
-                removed += len(gone)
+            _, gone, offset = orphan_points_delete(tenant, store, scope, limit=512, offset=offset)
+            removed += gone
             if offset is None:
                 return removed

@@ -22,9 +22,9 @@ from orchestration.imports import (
     import_job_resume,
     imports_backlog_pending,
 )
+from orchestration.management.refs import tenant_and_user_by_ref
 from orchestration.models import ImportJob
 from sessions.import_formats import FORMATS
-from tenants.selectors import end_user_by_ref, tenant_by_ref
 
 
 class Command(BaseCommand):
@@ -43,12 +43,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-progress", action="store_true")
 
     def handle(self, *args, file, tenant, user, format, speaker, resume, no_progress, accept_expiry, **options):
-        tenant_row = tenant_by_ref(tenant)
-        if tenant_row is None:
-            raise CommandError(f"No tenant '{tenant}'.")
-        user_row = end_user_by_ref(tenant=tenant_row, ref=user)
-        if user_row is None:
-            raise CommandError(f"Tenant '{tenant_row.slug}' has no end user '{user}'.")
+        tenant_row, user_row = tenant_and_user_by_ref(tenant=tenant, user=user)
         path = os.path.abspath(file)
         try:
             if resume:

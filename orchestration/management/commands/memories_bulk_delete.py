@@ -10,8 +10,8 @@ from infra.errors import AppError
 from memory.models import MemoryEvent, MemoryKind, SourceType
 from memory.selectors import MemoryCriteria
 from orchestration.forgetting import memories_bulk_forget
+from orchestration.management.refs import tenant_and_user_by_ref
 from orchestration.sessions import access_user_session
-from tenants.selectors import end_user_by_ref, tenant_by_ref
 
 
 def _when(value: str | None, what: str):
@@ -40,12 +40,7 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Count the matches; delete nothing.")
 
     def handle(self, *args, tenant, user, kind, source_type, session, created_from, created_to, dry_run, **options):
-        tenant_row = tenant_by_ref(tenant)
-        if tenant_row is None:
-            raise CommandError(f"No tenant '{tenant}'.")
-        user_row = end_user_by_ref(tenant=tenant_row, ref=user)
-        if user_row is None:
-            raise CommandError(f"Tenant '{tenant_row.slug}' has no end user '{user}'.")
+        tenant_row, user_row = tenant_and_user_by_ref(tenant=tenant, user=user)
         try:
             session_id = str(access_user_session(tenant=tenant_row, user=user_row, session_id=session).pk) \
                 if session else None

@@ -22,7 +22,7 @@ from django.db.models.fields.json import KeyTransform
 
 from infra.sql import column, epoch_micros, from_micros, ids_as_text, native, table, uuid_text
 
-from .models import NOTE_TOPIC_LABEL, MemoryKind, MemoryRecord, MemoryStatus
+from ..models import NOTE_TOPIC_LABEL, MemoryKind, MemoryRecord, MemoryStatus
 
 # A memory's session is its provenance foreign key; its model is reached through that field, so the numbering
 # reads the sessions table without memory depending on the sessions app's code.

@@ -3,14 +3,14 @@ neighbour expansion under a token budget, and provenance.
 
 How a query is answered, and why:
 1. The query is the new input plus the current goal. With an LLM configured it is rewritten, and a question that
-   needs several separate facts is also split into parts, each searched on its own (retrieval_query.py). A question
+   needs several separate facts is also split into parts, each searched on its own (query.py). A question
    that names the people in scope is also searched without their names, as one more part: a name pulls its owner's
    shortest memories, which are mostly the name.
 2. Dense and BM25 candidates are fetched separately for each user in scope (the store adds tenant and user to
    every filter; only active, unexpired memories). Keeping the two lists apart lets us fuse on scores rather
    than ranks: each list is standardised (z-scores over what it returned) and the two are added, so a hit that
    both retrievers like clearly beats one that only one of them ranks first. With parts, each search is fused on
-   its own and a candidate keeps its best (retrieval_ranking.py, as are steps 3 and 4's scores).
+   its own and a candidate keeps its best (ranking.py, as are steps 3 and 4's scores).
 3. Topic locality: turns of a conversation about the matching topic are relevant together, so each candidate
    also gets the mean score of the best candidates of its own session (a session prior).
 4. Small, bounded adjustments for recency, confidence, importance and access count (within tiers of the shortlist,
@@ -46,15 +46,15 @@ from infra.task_queue import task_enqueue
 from infra.tokens import count_tokens
 from infra.vector_store import ScopeMissing
 
-from .excerpts import CUT, excerpt, key_weights, query_keys
-from .extraction.classify import informative_text, is_phatic
-from .extraction.rules import resolve_dates
-from .models import MemoryKind
-from .named_dates import said_window
-from .provenance import provenance_line, relative_dates_render
-from .rendering import BlockBudget
-from .retrieval_query import QueryPlan, query_build, query_plan, without_names
-from .retrieval_ranking import (
+from ..excerpts import CUT, excerpt, key_weights, query_keys
+from ..extraction.classify import informative_text, is_phatic
+from ..extraction.rules import resolve_dates
+from ..models import MemoryKind
+from ..named_dates import said_window
+from ..provenance import provenance_line, relative_dates_render
+from ..rendering import BlockBudget
+from .query import QueryPlan, query_build, query_plan, without_names
+from .ranking import (
     Ask,
     Candidate,
     Found,
@@ -66,7 +66,7 @@ from .retrieval_ranking import (
     scores_diversify,
     scores_thread_order,
 )
-from .retrieval_reads import memory_rows, replacing_ids, turn_event_ids
+from .reads import memory_rows, replacing_ids, turn_event_ids
 
 log = logging.getLogger(__name__)
 

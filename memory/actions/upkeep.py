@@ -1,5 +1,6 @@
-"""Changes the lifecycle jobs make: fold near-duplicates, consolidate events into a fact, decay, expire what is due,
-forget (hard delete with a tombstone) and erase a user's memories.
+"""Changes the lifecycle jobs make (memory/lifecycle/ decides what is due; this writes it): fold near-duplicates,
+consolidate events into a fact, decay, expire what is due, forget (hard delete with a tombstone) and erase a user's
+memories.
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from ..outbox import outbox_enqueue
 from ..sources import SourceMessage
 from ..webhook_events import memory_webhooks_emit
 from .create import memory_create, memory_supersede
-from .records import _transition, content_hash_for, memory_history_write, memory_snapshot, memory_vectors_enqueue
+from .records import (
+    _transition,
+    content_hash_for,
+    memory_change_save,
+    memory_history_write,
+    memory_snapshot,
+    memory_vectors_enqueue,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,26 +75,11 @@ def memories_fold(
             ):
                 keeper.last_accessed_at = other.last_accessed_at
         keeper.source_message_ids = sources
-        keeper.save(
-            update_fields=[
-                "reinforcement_count",
-                "access_count",
-                "confidence",
-                "importance",
-                "last_accessed_at",
-                "source_message_ids",
-                "updated_at",
-            ]
-        )
-        memory_history_write(
-            record=keeper,
-            action=MemoryEvent.Action.REINFORCED,
-            actor_type=actor_type,
-            actor_id=actor_id,
-            before=before,
-            after=memory_snapshot(keeper),
-            note=f"{note}: absorbed {len(others)}",
-        )
+        memory_change_save(keeper, before=before,
+                           fields=["reinforcement_count", "access_count", "confidence", "importance",
+                                   "last_accessed_at", "source_message_ids", "updated_at"],
+                           action=MemoryEvent.Action.REINFORCED, actor_type=actor_type, actor_id=actor_id,
+                           note=f"{note}: absorbed {len(others)}")
         for other in others:
             memory_supersede(
                 old=other, new=keeper, actor_type=actor_type, actor_id=actor_id, note=f"{note} into {keeper.pk}"
@@ -161,31 +154,17 @@ def fact_from_events(
                 *fact.source_message_ids,
                 *(s for s in sources if s not in fact.source_message_ids),
             ]
-            fact.save(update_fields=["reinforcement_count", "source_message_ids", "updated_at"])
-            memory_history_write(
-                record=fact,
-                action=MemoryEvent.Action.REINFORCED,
-                actor_type="system",
-                actor_id=actor_id,
-                before=before,
-                after=memory_snapshot(fact),
-                note=f"reinforced by {len(events)} repeated events",
-            )
+            memory_change_save(fact, before=before, fields=["reinforcement_count", "source_message_ids", "updated_at"],
+                               action=MemoryEvent.Action.REINFORCED, actor_type="system", actor_id=actor_id,
+                               note=f"reinforced by {len(events)} repeated events")
             memory_vectors_enqueue([fact])
         if fact.status != MemoryStatus.ACTIVE:
             for e in events:
                 before = memory_snapshot(e)
                 e.metadata = {**(e.metadata or {}), PENDING_MARK: str(fact.pk)}
-                e.save(update_fields=["metadata", "updated_at"])
-                memory_history_write(
-                    record=e,
-                    action=MemoryEvent.Action.UPDATED,
-                    actor_type="system",
-                    actor_id=actor_id,
-                    before=before,
-                    after=memory_snapshot(e),
-                    note=f"consolidation into {fact.pk} awaits review",
-                )
+                memory_change_save(e, before=before, fields=["metadata", "updated_at"],
+                                   action=MemoryEvent.Action.UPDATED, actor_type="system", actor_id=actor_id,
+                                   note=f"consolidation into {fact.pk} awaits review")
             memory_vectors_enqueue(events, op=VectorOutbox.Op.PAYLOAD)
             return fact
         for e in events:
