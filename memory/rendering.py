@@ -42,6 +42,12 @@ def _heading(day: date | None, session_number: int | None) -> str:
     return f"{when}, session {session_number}:" if session_number else f"{when}:"
 
 
+def with_resolved_dates(text: str, dates: list[dict] | None) -> str:
+    """A line's words followed by its first relative dates resolved ('... yesterday. ("yesterday" = 7 May 2023)')."""
+    resolved = relative_dates_render(dates)
+    return f"{text} ({resolved})" if resolved else text
+
+
 def memory_line(m) -> str:
     """One memory as the model reads it: its words, what kind of record it is unless it is a quote, resolved
     relative dates, and any neighbouring turns shown with it.
@@ -56,10 +62,8 @@ def memory_line(m) -> str:
     if replaced is not None:  # shown because the question asks what held before: the model must not take it as now
         notes.append(f"replaced on {date_render(replaced.date())}")
     line = f"- {'[' + ', '.join(notes) + '] ' if notes else ''}{m.text}"
-    resolved = relative_dates_render(m.dates)
-    if resolved:
-        line += f" ({resolved})"
-    neighbours = list(getattr(m, "neighbours", None) or [])
+    line = with_resolved_dates(line, m.dates)
+    neighbours = m.neighbours or []
     if not neighbours:
         return line
     before = getattr(m, "neighbours_before", 0)

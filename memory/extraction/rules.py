@@ -84,6 +84,7 @@ _THIRD_PERSON = frozenset("it its they them their theirs he him his she her hers
 # phrase that ends on an article, a conjunction or a possessive was cut short ("... by sharing ideas and taking a").
 _FINITE = frozenset("is are was were am has had does did can could will would should shall".split())
 _UNFINISHED = frozenset("a an the and or but nor my our of".split())
+_ELSEWHERE = _SPOKEN_TO | _THIRD_PERSON  # anywhere in the object, such a word names someone outside the statement
 
 
 def _dangling(phrase: str) -> bool:
@@ -95,9 +96,8 @@ def _dangling(phrase: str) -> bool:
         words.pop()
     if not words:
         return True
-    return (words[0] in _POINTING or words[-1] in _POINTING or any(w in _SPOKEN_TO for w in words)
-            or any(w in _THIRD_PERSON for w in words) or words[0] in _FINITE or words[-1] in _UNFINISHED
-            or bool(_REACTION.match(phrase.strip())))
+    return (words[0] in _POINTING or words[-1] in _POINTING or not _ELSEWHERE.isdisjoint(words)
+            or words[0] in _FINITE or words[-1] in _UNFINISHED or bool(_REACTION.match(phrase.strip())))
 
 
 def _stated(sentence: str) -> bool:

@@ -51,8 +51,8 @@ from ..extraction.classify import informative_text, is_phatic
 from ..extraction.rules import resolve_dates
 from ..models import MemoryKind
 from ..named_dates import said_window
-from ..provenance import provenance_line, relative_dates_render
-from ..rendering import BlockBudget
+from ..provenance import provenance_line
+from ..rendering import BlockBudget, with_resolved_dates
 from .query import QueryPlan, query_build, query_plan, without_names
 from .ranking import (
     Ask,
@@ -123,10 +123,9 @@ def _neighbours(*, tenant, rows: list[dict], names: dict[str, str],
             continue
         who = names.get(m["session__user_id"], "The user") if m["role"] == "user" else (m["name"] or "Assistant")
         body = informative_text(m["content"]) or m["content"]
-        turn = f"{who}: {body}"
         # Read like any turn of the block: its relative dates resolved against when it was said.
-        resolved = relative_dates_render(resolve_dates(body, m["created_at"])) if m.get("created_at") else ""
-        turn += f" ({resolved})" if resolved else ""
+        dates = resolve_dates(body, m["created_at"]) if m.get("created_at") else []
+        turn = with_resolved_dates(f"{who}: {body}", dates)
         # Shown whole or not at all: the opening of a long turn is rarely the part that bears on the hit, and cut
         # to a fixed size it would spend a long-message conversation's budget on text that answers nothing (the
         # turn's own passages are memories, found when they match).
