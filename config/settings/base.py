@@ -295,6 +295,8 @@ MEMORY_DUPLICATE_SIMILARITY = env.float("MEMORY_DUPLICATE_SIMILARITY", default=0
 # same topic above this cosine: a correction restates what it corrects (its subject, its verb), so it reads close to
 # it, though less close than a duplicate.
 MEMORY_CHANGE_SIMILARITY = env.float("MEMORY_CHANGE_SIMILARITY", default=0.75)
+# BM25 beside the dense search, fused on standardised scores (memory/retrieval/ranking.py); off, dense alone ranks.
+MEMORY_KEYWORD_SEARCH = env.bool("MEMORY_KEYWORD_SEARCH", default=True)
 # Candidates fetched per retriever (dense and BM25) and per user before fusion and reranking.
 MEMORY_RETRIEVAL_CANDIDATES = env.int("MEMORY_RETRIEVAL_CANDIDATES", default=60)
 # The strongest episodic hits are shown with their neighbouring turns when the token budget allows.

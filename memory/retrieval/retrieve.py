@@ -223,8 +223,9 @@ def _candidates(*, tenant, user_ids: list[str], plan: QueryPlan, pending, now: d
     # all time (ranked in turn with it), since a question about a day is most often about that day.
     said = (window[0].timestamp(), window[1].timestamp()) if window is not None else None
     then = Found()
-    texts = [Ask(found, text=t) for found, t in zip(searches, (plan.text, *plan.parts))]
-    gather([*texts, *([Ask(then, text=plan.text, said_between=said)] if said else [])])
+    if settings.MEMORY_KEYWORD_SEARCH:
+        texts = [Ask(found, text=t) for found, t in zip(searches, (plan.text, *plan.parts))]
+        gather([*texts, *([Ask(then, text=plan.text, said_between=said)] if said else [])])
     try:
         vector, *part_vectors = pending.result()
     except Exception as exc:
