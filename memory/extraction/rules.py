@@ -31,6 +31,33 @@ def _weekday_index(name: str) -> int:
     return next(i for i, day in enumerate(_WEEKDAYS) if day.startswith(name[:2]))
 
 
+# "on Thursday" without last/next: which Thursday the sentence's tense says. "on Thursdays" is a habit, not a day.
+_RX_ON_WEEKDAY = re.compile(rf"\bon\s+({_WEEKDAY_RE})\b(?!s)")
+_RX_FUTURE = re.compile(r"\b(?:will|shall|won't|gonna|going\s+to|plan(?:ning)?\s+to|about\s+to|hope\s+to|"
+                        r"can't\s+wait|see\s+you|tomorrow|next)\b|'ll\b")
+
+
+def _on_weekday_dates(lower: str, ref: date) -> list[tuple[int, dict]]:
+    """A bare "on Friday" in a sentence that tells its tense: the Friday before the message's day when the sentence
+    reports ("Dana had a baby on Tuesday"), the Friday after it when it looks ahead ("we'll fly on Friday"). A sentence
+    that says neither, or both, names no day: a date shown beside a line must be right, so an unsure one is left out."""
+    found = []
+    for sentence in re.split(r"(?<=[.!?])\s+", lower):
+        matches = list(_RX_ON_WEEKDAY.finditer(sentence))
+        if not matches:
+            continue
+        future = bool(_RX_FUTURE.search(sentence))
+        past = any(past_form(w) or w in ("was", "were") for w in re.findall(r"[a-z']+", sentence))
+        if future == past:
+            continue
+        offset = lower.find(sentence)
+        for m in matches:
+            gap = (ref.weekday() - _weekday_index(m.group(1))) % 7 or 7
+            d = ref - timedelta(days=gap) if past else ref + timedelta(days=(7 - gap) or 7)
+            found.append((offset + m.start(), {"phrase": m.group(0), "date": d.isoformat(), "granularity": "day"}))
+    return found
+
+
 # Values that describe a mood, not a fact worth a slot ("my day was great").
 _MOOD = frozenset("""good great fine ok okay bad awful terrible amazing awesome busy hectic crazy tough hard rough
 nice cool wonderful lovely fun boring insane wild stressful tiring exhausting perfect so really very pretty
@@ -263,7 +290,8 @@ def _sentiment(verb: str) -> str:
 
 def date_phrase_in(text: str) -> bool:
     """Whether the text holds anything resolve_dates could read as a date (cheap: no parser)."""
-    return bool(_RX_DATE_PHRASE.search(text.lower()))
+    lower = text.lower()
+    return bool(_RX_DATE_PHRASE.search(lower) or _RX_ON_WEEKDAY.search(lower))
 
 
 def resolve_dates(text: str, reference: datetime | date) -> list[dict]:
@@ -289,6 +317,7 @@ def resolve_dates(text: str, reference: datetime | date) -> list[dict]:
         elif granularity == "year":
             d = d.replace(month=1, day=1)
         found.append((m.start(), {"phrase": m.group(0), "date": d.isoformat(), "granularity": granularity}))
+    found += _on_weekday_dates(lower, ref)
     # The parser knows no weekend.
     for m in re.finditer(r"\b(last|next|this)\s+weekend\b", lower):
         sign = {"last": -1, "next": 1, "this": 0}[m.group(1)]

@@ -49,3 +49,28 @@ def test_an_aware_timestamp_resolves_on_its_own_day():
 
 def test_a_phrase_said_twice_is_listed_once():
     assert len(resolve_dates("Last week was long. Really, last week was long.", MONDAY)) == 1
+
+
+@pytest.mark.parametrize("text,expected", [
+    # Reported: the weekday before the message's day (a Monday), however far back in the week.
+    ("Dana had a baby boy on Tuesday.", [("on tuesday", "2023-05-02", "day")]),
+    ("Hopwell launched the beer on Thursday night.", [("on thursday", "2023-05-04", "day")]),
+    ("It was on Sunday, so quiet.", [("on sunday", "2023-05-07", "day")]),
+    ("I finally called her on Monday.", [("on monday", "2023-05-01", "day")]),  # not the message's own day
+    # Looking ahead: the weekday after it.
+    ("We'll fly out on Friday.", [("on friday", "2023-05-12", "day")]),
+    ("The interview is going to be on Wednesday.", [("on wednesday", "2023-05-10", "day")]),
+    ("See you on Monday!", [("on monday", "2023-05-15", "day")]),
+])
+def test_a_bare_weekday_resolves_by_what_its_sentence_says_of_time(text, expected):
+    got = [(d["phrase"], d["date"], d["granularity"]) for d in resolve_dates(text, MONDAY)]
+    assert got == expected
+
+
+@pytest.mark.parametrize("text", [
+    "I swim on Tuesdays.",                          # a habit, no day
+    "My class is on Thursday.",                     # no tense to read: which Thursday is unsure
+    "I went there on Friday and will go back on Friday.",  # both tenses in one sentence
+])
+def test_a_bare_weekday_without_a_clear_tense_names_no_day(text):
+    assert resolve_dates(text, MONDAY) == []
