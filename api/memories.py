@@ -28,6 +28,8 @@ from orchestration.forgetting import memories_bulk_forget, memories_forget_all, 
 from orchestration.sessions import access_user_session
 from tenants.selectors import access_end_user
 
+from .sessions import MessageOutput
+
 END_USER = MemoryEvent.Actor.END_USER
 
 
@@ -62,14 +64,10 @@ class UserMemoryOutput(serializers.Serializer):
     provenance = MemoryProvenanceOutput(source="*")
 
 
-class MemorySourceMessageOutput(serializers.Serializer):
-    id = serializers.UUIDField()
-    session_id = serializers.UUIDField()
-    seq = serializers.IntegerField()
-    role = serializers.CharField()
-    content = serializers.CharField()
-    created_at = serializers.DateTimeField()
-    external_id = serializers.CharField(allow_null=True)
+# The message a memory was said in, as the session lists it without its name, token count and tool calls (a
+# comment: a docstring would become the schema's description).
+class MemorySourceMessageOutput(MessageOutput):
+    name = token_count = tool_calls = tool_call_id = None
 
 
 class MemoryHistoryEventOutput(serializers.Serializer):

@@ -10,6 +10,8 @@ from infra.errors import ValidationFailed
 from memory.profile import profile_select
 from tenants.selectors import access_end_user
 
+from .search import MemoryShownOutput
+
 MAX_LIMIT = 100
 
 
@@ -17,17 +19,8 @@ class ProfileInput(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=MAX_LIMIT, default=30)
 
 
-class ProfileEntryOutput(serializers.Serializer):
-    memory_id = serializers.CharField()
-    kind = serializers.CharField()
+class ProfileEntryOutput(MemoryShownOutput):
     subject = serializers.CharField(allow_blank=True)
-    text = serializers.CharField()
-    source_type = serializers.CharField()
-    confidence = serializers.FloatField()
-    created_at = serializers.DateTimeField()
-    session_id = serializers.CharField(allow_null=True)
-    source_message_id = serializers.CharField(allow_null=True)
-    provenance = serializers.CharField()
 
 
 class ProfileOutput(serializers.Serializer):

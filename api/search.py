@@ -16,17 +16,22 @@ MAX_K = 50
 MAX_QUERY_CHARS = 2000
 
 
-class RetrievedMemoryOutput(serializers.Serializer):
+# A memory as it is shown with its provenance, retrieved (search, context, turns) or in the standing profile. A comment,
+# not a docstring: the schema would give it as the description of every output built on it.
+class MemoryShownOutput(serializers.Serializer):
     memory_id = serializers.CharField()
     kind = serializers.CharField()
     text = serializers.CharField()
-    score = serializers.FloatField()
     source_type = serializers.CharField()
     confidence = serializers.FloatField()
     created_at = serializers.DateTimeField()
     session_id = serializers.CharField(allow_null=True)
     source_message_id = serializers.CharField(allow_null=True)
     provenance = serializers.CharField()
+
+
+class RetrievedMemoryOutput(MemoryShownOutput):
+    score = serializers.FloatField()
     token_count = serializers.IntegerField()
     neighbours = serializers.ListField(child=serializers.CharField())
     valid_from = serializers.DateTimeField(allow_null=True, required=False,

@@ -82,6 +82,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import locomo, product_set  # noqa: E402
+from bench.django_env import report_write  # noqa: E402
 from bench.scoring import (  # noqa: E402
     exact_match,
     gold_content_share,
@@ -593,8 +594,7 @@ def main(argv=None) -> dict:
               "wall_seconds": round(time.perf_counter() - started, 1),
               "cache": str(cache.path) if cache.path else None, "reader_calls": cache.misses,
               "answers_from_cache": cache.hits, "sets": results}
-    if args.json_path:
-        Path(args.json_path).write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    report_write(result, args.json_path, ensure_ascii=False)
     return result
 
 

@@ -15,8 +15,6 @@ Targets (issue 3): compose p95 ≤ 3 × floor + tokenizer cost; composed ≤ 10%
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
 import statistics
 import sys
@@ -26,6 +24,10 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.django_env import bench_django_start, report_write  # noqa: E402
+
 TOKEN_TURNS = 200
 # Sessions per size (10, 100 and 1,000 turns), so that each size gets a few hundred appends near its final length.
 PLAN = {10: 40, 100: 4, 1000: 1}
@@ -48,21 +50,8 @@ def _args(argv=None):
 
 
 def _setup_django(args, workdir: Path) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
-    os.environ["DATABASE_URL"] = args.database_url or f"sqlite:///{workdir / 'bench.sqlite3'}"
-    os.environ["CONTINUUM_VAR_DIR"] = str(workdir)
-    os.environ["QDRANT_EDGE_PATH"] = str(workdir / "edge")
-    os.environ["REDIS_KEY_PREFIX"] = f"bench{uuid.uuid4().hex[:8]}"
-    os.environ["LLM_BASE_URL"] = ""  # extractive anchors: the figures must not depend on a model
-    os.environ["LLM_MODEL"] = ""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sys.path.insert(0, str(REPO))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    # Extractive anchors: the figures must not depend on a model.
+    bench_django_start(workdir=workdir, database_url=args.database_url, env={"LLM_BASE_URL": "", "LLM_MODEL": ""})
 
 
 # --- a synthetic but varied conversation ---------------------------------------------------------------------
@@ -253,8 +242,7 @@ def main(argv=None) -> dict:
         tenant.delete()
 
     _print(results)
-    if args.json_path:
-        Path(args.json_path).write_text(json.dumps(results, indent=2, default=str))
+    report_write(results, args.json_path, default=str)
     return results
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.django_env import AS_DEPLOYED, NO_LLM, bench_django_start, report_write  # noqa: E402
 from bench.locomo import DEFAULT_DATASET, QUICK_DATASET  # noqa: E402
 
 LIVE_FACTS = ["I prefer aisle seats on long flights.", "My favourite cuisine is Ethiopian food.",
@@ -60,27 +61,10 @@ def _args(argv=None):
 
 
 def _setup(args, workdir: Path) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
-    os.environ["DATABASE_URL"] = args.database_url
-    os.environ["CONTINUUM_VAR_DIR"] = str(workdir)
-    os.environ["QDRANT_EDGE_PATH"] = str(workdir / "edge")
-    os.environ["QDRANT_URL"] = ""
-    os.environ["CONTINUUM_EMBEDDED_WORKER"] = "false"  # started below, without beat's unrelated jobs
-    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "false"
-    os.environ["REDIS_KEY_PREFIX"] = f"bench{uuid.uuid4().hex[:8]}"
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    os.environ.setdefault("DJANGO_DEBUG", "0")
-    for key in ("LLM_BASE_URL", "LLM_MODEL", "LLM_FAST_MODEL", "LLM_API_KEY"):
-        os.environ[key] = ""
-    sys.path.insert(0, str(REPO))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
+    # The worker is started below, without beat's unrelated jobs.
+    bench_django_start(workdir=workdir, database_url=args.database_url, env={
+        "QDRANT_URL": "", "CONTINUUM_EMBEDDED_WORKER": "false", "CELERY_TASK_ALWAYS_EAGER": "false", **NO_LLM,
+    }, defaults=AS_DEPLOYED)
 
 
 def build_export(dataset: Path, messages: int) -> tuple[bytes, int]:
@@ -253,8 +237,7 @@ def main(argv=None) -> dict:
           f"{lag.get('import', {}).get('p50')}/{lag.get('import', {}).get('p95')}, backlog "
           f"{lag.get('backlog', {}).get('p50')}/{lag.get('backlog', {}).get('p95')}; backlog "
           f"{result['backlog']['steps_per_s']} steps/s", flush=True)
-    if args.json_path:
-        Path(args.json_path).write_text(json.dumps(result, indent=2))
+    report_write(result, args.json_path)
     if live.errors or job.status != "done":
         raise SystemExit(f"the run failed: job {job.status} {job.error!r}, live errors {live.errors}")
     return result

@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import locomo  # noqa: E402
+from bench.django_env import report_write  # noqa: E402
 
 
 def _args(argv=None):
@@ -174,8 +175,7 @@ def main(argv=None) -> dict:
             Path(f"{args.dump}.{mode}.json").write_text(json.dumps(dump, indent=1, ensure_ascii=False))
         print(mode, json.dumps(result[mode]), flush=True)
     print(json.dumps(result, indent=2))
-    if args.json_path:
-        Path(args.json_path).write_text(json.dumps(result, indent=2))
+    report_write(result, args.json_path)
     return result
 
 

@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench import locomo  # noqa: E402
+from bench.django_env import report_write  # noqa: E402
 
 DATASETS = {"product": REPO / "bench" / "data" / "product-dev.json",
             "project": REPO / "bench" / "data" / "heldout-project.json",
@@ -350,8 +351,7 @@ def main(argv=None) -> dict:
     for name in args.sets:
         results[name] = _run_set(name, args, workdir)
         _print(results[name])
-    if args.json_path:
-        Path(args.json_path).write_text(json.dumps(results, indent=2, ensure_ascii=False))
+    report_write(results, args.json_path, ensure_ascii=False)
     return results
 
 

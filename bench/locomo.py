@@ -37,7 +37,6 @@ import argparse
 import cProfile
 import hashlib
 import json
-import os
 import pstats
 import statistics
 import sys
@@ -49,6 +48,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.django_env import AS_DEPLOYED, NO_LLM, bench_django_start, report_write  # noqa: E402
+
 # The LoCoMo dev set beside the checkout when there is one (development), else the short conversation shipped here.
 QUICK_DATASET = REPO / "bench" / "data" / "quick-conversation.json"
 DEFAULT_DATASET = next(p for p in (REPO.parent / "shared" / "bench" / "locomo-dev.json", QUICK_DATASET) if p.is_file())
@@ -98,29 +101,9 @@ def _args(argv=None):
 
 
 def _setup_django(args, workdir: Path) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
-    os.environ["DATABASE_URL"] = args.database_url or f"sqlite:///{workdir / 'bench.sqlite3'}"
-    os.environ["CONTINUUM_VAR_DIR"] = str(workdir)
-    os.environ["QDRANT_EDGE_PATH"] = str(workdir / "edge")
-    os.environ["QDRANT_URL"] = ""
-    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "true"
-    os.environ["CONTINUUM_EMBEDDED_WORKER"] = "false"
-    os.environ["REDIS_KEY_PREFIX"] = f"bench{uuid.uuid4().hex[:8]}"
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    # Measured as deployed: DEBUG's cursor wrapper records every query (what bench/load.py turns off too).
-    os.environ.setdefault("DJANGO_DEBUG", "0")
-    if not args.use_llm:
-        for key in ("LLM_BASE_URL", "LLM_MODEL", "LLM_FAST_MODEL", "LLM_API_KEY"):
-            os.environ[key] = ""
-    sys.path.insert(0, str(REPO))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
+    env = {"QDRANT_URL": "", "CELERY_TASK_ALWAYS_EAGER": "true", "CONTINUUM_EMBEDDED_WORKER": "false"}
+    bench_django_start(workdir=workdir, database_url=args.database_url,
+                       env={**env, **({} if args.use_llm else NO_LLM)}, defaults=AS_DEPLOYED)
 
 
 class CachingEmbedder:
@@ -154,6 +137,17 @@ class CachingEmbedder:
 def parse_session_date(raw: str) -> datetime:
     """'1:56 pm on 8 May, 2023' → an aware datetime (UTC)."""
     return datetime.strptime(raw.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+
+
+def turns_and_questions(data: list[dict]) -> tuple[list[str], list[str]]:
+    """Every turn of the dataset as "Speaker: text", and every question, in the dataset's order."""
+    turns, questions = [], []
+    for conv in data:
+        for key, value in conv["conversation"].items():
+            if key.startswith("session_") and isinstance(value, list):
+                turns += [f'{t["speaker"]}: {t["text"]}' for t in value]
+        questions += [q["question"] for q in conv["qa"]]
+    return turns, questions
 
 
 def sessions_of(conversation: dict) -> list[tuple[int, datetime, list[dict]]]:
@@ -633,8 +627,7 @@ def main(argv=None) -> dict:
         pstats.Stats(args.profile).sort_stats("cumulative").print_stats(40)
     if args.misses:
         Path(args.misses).write_text(json.dumps(misses, indent=1, ensure_ascii=False))
-    if args.json_path:
-        Path(args.json_path).write_text(json.dumps(result, indent=2))
+    report_write(result, args.json_path)
     return result
 
 

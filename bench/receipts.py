@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -20,6 +19,10 @@ import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.django_env import bench_django_start, report_write  # noqa: E402
+
 TOPICS = ["hiking boots", "trail maps", "mountain huts", "camping stoves", "rain jackets", "water filters",
           "sleeping bags", "trekking poles", "head torches", "first aid kits", "tent pegs", "route planning",
           "train tickets", "hotel in Zermatt", "travel insurance", "sunscreen"]
@@ -42,21 +45,8 @@ def _args(argv=None):
 
 
 def _setup_django(args, workdir: Path) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
-    os.environ["DATABASE_URL"] = args.database_url or f"sqlite:///{workdir / 'bench.sqlite3'}"
-    os.environ["CONTINUUM_VAR_DIR"] = str(workdir)
-    os.environ["QDRANT_EDGE_PATH"] = str(workdir / "edge")
-    os.environ["REDIS_KEY_PREFIX"] = f"bench{uuid.uuid4().hex[:8]}"
-    os.environ["LLM_BASE_URL"] = ""  # no query rewrite: the figures must not depend on a model
-    os.environ["LLM_MODEL"] = ""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sys.path.insert(0, str(REPO))
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    # No query rewrite: the figures must not depend on a model.
+    bench_django_start(workdir=workdir, database_url=args.database_url, env={"LLM_BASE_URL": "", "LLM_MODEL": ""})
 
 
 def _ms(values: list[float]) -> dict:
@@ -145,8 +135,7 @@ def main(argv=None) -> dict:
         client.get(url, {"input": QUESTIONS[0]})
         receipt = client.get(f"/api/v1/sessions/{session.pk}/receipts", {"limit": 1}).json()["results"][0]
         print(json.dumps(receipt, indent=2))
-    if args.json_path:
-        Path(args.json_path).write_text(json.dumps(out, indent=2))
+    report_write(out, args.json_path)
     return out
 
 

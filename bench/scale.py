@@ -124,15 +124,10 @@ def main(argv=None) -> int:
 
     rng = random.Random(args.seed)
     nrng = np.random.default_rng(args.seed)
-    from bench.locomo import DEFAULT_DATASET  # the dev set beside the repository, else the one it ships
+    # The dev set beside the repository, else the one it ships.
+    from bench.locomo import DEFAULT_DATASET, turns_and_questions
 
-    data = json.loads(Path(DEFAULT_DATASET).read_text())
-    turns, questions = [], []
-    for conv in data:
-        for key, value in conv["conversation"].items():
-            if key.startswith("session_") and isinstance(value, list):
-                turns += [f'{t["speaker"]}: {t["text"]}' for t in value]
-        questions += [q["question"] for q in conv["qa"]]
+    turns, questions = turns_and_questions(json.loads(Path(DEFAULT_DATASET).read_text()))
     rng.shuffle(turns)
     rng.shuffle(questions)
     embedder = get_embedder()

@@ -93,6 +93,14 @@ def measure(store, queries: list[dict], *, hybrid: bool, now: float) -> tuple[di
             "mean_ms": round(statistics.fmean(latencies), 3)}, results
 
 
+def both_modes(store, queries: list[dict], label: str, rows: list, *, now: float) -> tuple[dict, dict, list[list[str]]]:
+    """Dense and hybrid figures of one store (added to rows under label), and the dense search's ids."""
+    dense, dense_ids = measure(store, queries, hybrid=False, now=now)
+    hybrid, _ = measure(store, queries, hybrid=True, now=now)
+    rows += [(label, "dense", dense), (label, "hybrid", hybrid)]
+    return dense, hybrid, dense_ids
+
+
 def overlap(a: list[list[str]], b: list[list[str]]) -> float:
     """Mean top-10 set agreement between two backends on the same queries (dense search is exact on both)."""
     pairs = [(set(x), set(y)) for x, y in zip(a, b) if x or y]
@@ -131,17 +139,13 @@ def main() -> int:
         edge = EdgeVectorStore(Path(tmp) / "edge", dim=args.dim)
         edge.ensure_collection()
         edge_load = load(edge, points)
-        edge_dense, edge_dense_ids = measure(edge, queries, hybrid=False, now=now)
-        edge_hybrid, _ = measure(edge, queries, hybrid=True, now=now)
-        rows += [("qdrant-edge", "dense", edge_dense), ("qdrant-edge", "hybrid", edge_hybrid)]
+        edge_dense, edge_hybrid, edge_dense_ids = both_modes(edge, queries, "qdrant-edge", rows, now=now)
         report["backends"]["edge"] = {"load_s": round(edge_load, 2), "dense": edge_dense, "hybrid": edge_hybrid}
         if not args.no_optimize:
             started = time.perf_counter()
             edge.vacuum()  # Edge's optimizer run: vacuum, merge segments (no HNSW graph: see EdgeVectorStore)
             opt_s = time.perf_counter() - started
-            opt_dense, _ = measure(edge, queries, hybrid=False, now=now)
-            opt_hybrid, _ = measure(edge, queries, hybrid=True, now=now)
-            rows += [("qdrant-edge optimized", "dense", opt_dense), ("qdrant-edge optimized", "hybrid", opt_hybrid)]
+            opt_dense, opt_hybrid, _ = both_modes(edge, queries, "qdrant-edge optimized", rows, now=now)
             report["backends"]["edge_optimized"] = {"optimize_s": round(opt_s, 2), "dense": opt_dense,
                                                     "hybrid": opt_hybrid}
         edge.close()
@@ -149,9 +153,8 @@ def main() -> int:
         local = ServerVectorStore(QdrantClient(location=":memory:"), collection="bench", dim=args.dim)
         local.ensure_collection()
         local_load = load(local, points)
-        local_dense, local_dense_ids = measure(local, local_queries, hybrid=False, now=now)
-        local_hybrid, _ = measure(local, local_queries, hybrid=True, now=now)
-        rows += [("qdrant-client local", "dense", local_dense), ("qdrant-client local", "hybrid", local_hybrid)]
+        local_dense, local_hybrid, local_dense_ids = both_modes(local, local_queries, "qdrant-client local", rows,
+                                                               now=now)
         report["backends"]["client_local"] = {"load_s": round(local_load, 2), "dense": local_dense,
                                               "hybrid": local_hybrid}
         local.close()

@@ -12,13 +12,21 @@ def _contains_nul(value) -> bool:
     return False
 
 
-class StrictCharField(serializers.CharField):
-    default_error_messages = {"not_a_string": "Must be a string."}
+class _OnlyJsonType:
+    """Takes only values of one JSON type (json_type), failing with the error named wrong_type otherwise."""
+
+    json_type: type
+    wrong_type: str
 
     def to_internal_value(self, data):
-        if not isinstance(data, str):
-            self.fail("not_a_string")
+        if not isinstance(data, self.json_type):
+            self.fail(self.wrong_type)
         return super().to_internal_value(data)
+
+
+class StrictCharField(_OnlyJsonType, serializers.CharField):
+    json_type, wrong_type = str, "not_a_string"
+    default_error_messages = {"not_a_string": "Must be a string."}
 
 
 class JsonObjectField(serializers.DictField):
@@ -33,12 +41,8 @@ class JsonObjectField(serializers.DictField):
         return value
 
 
-class StrictBooleanField(serializers.BooleanField):
+class StrictBooleanField(_OnlyJsonType, serializers.BooleanField):
     """Only JSON true or false: DRF's own field also takes "yes", "1" and 0, which a schema calls invalid."""
 
+    json_type, wrong_type = bool, "not_a_boolean"
     default_error_messages = {"not_a_boolean": "Must be true or false."}
-
-    def to_internal_value(self, data):
-        if not isinstance(data, bool):
-            self.fail("not_a_boolean")
-        return data

@@ -24,16 +24,14 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.locomo import turns_and_questions  # noqa: E402
 
 
 def _texts() -> tuple[list[str], list[str], list[str]]:
-    data = json.loads((REPO.parent / "shared" / "bench" / "locomo-dev.json").read_text())
-    turns, questions = [], []
-    for conv in data:
-        for key, value in conv["conversation"].items():
-            if key.startswith("session_") and isinstance(value, list):
-                turns += [f'{t["speaker"]}: {t["text"]}' for t in value]
-        questions += [q["question"] for q in conv["qa"]]
+    dataset = REPO.parent / "shared" / "bench" / "locomo-dev.json"
+    turns, questions = turns_and_questions(json.loads(dataset.read_text()))
     extra = ["ok", "?", "", "🙂🙂🙂", "def f(x):\n    return x ** 2  # square", "SELECT * FROM users WHERE id = 42;",
              "Mein Hund heißt Rex und ist drei Jahre alt.", "私は東京に住んでいます。", "€1,234.56 due on 2024-03-01",
              "sk-test-0000 is not my password", "word " * 400, "The quick brown fox jumps over the lazy dog. " * 40]
@@ -108,7 +106,6 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sys.path.insert(0, str(REPO))
     import django
 
     django.setup()

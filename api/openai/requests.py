@@ -123,9 +123,9 @@ def _messages_parse(messages) -> list[dict]:
     return parsed
 
 
-def client_tool_fields(data: dict) -> tuple[list, object, object] | None:
+def _client_tool_fields(data: dict) -> tuple[list, object, object] | None:
     """(tools, tool_choice, parallel_tool_calls) as the request gives them, tools a list; None when the request
-    leaves the client's tools out altogether. Both OpenAI surfaces read them this way; each checks its own shapes."""
+    leaves the client's tools out altogether."""
     tools, choice, parallel = data.get("tools"), data.get("tool_choice"), data.get("parallel_tool_calls")
     if tools is None and choice in (None, "auto", "none") and parallel is None:
         return None
@@ -136,28 +136,44 @@ def client_tool_fields(data: dict) -> tuple[list, object, object] | None:
     return tools, choice, parallel
 
 
-def client_tools_parse(data: dict) -> ClientTools | None:
-    """The request's `tools`, `tool_choice` and `parallel_tool_calls` (Chat Completions shapes)."""
-    fields = client_tool_fields(data)
+# What each surface says of a tool, and of a named tool_choice, that is not a function one in its shape.
+_SHAPE_ERRORS = {
+    True: ("Each tool must be {\"type\": \"function\", \"function\": {...}}; other tool types are not supported.",
+           "A named tool_choice is {\"type\": \"function\", \"function\": {\"name\": ...}}."),
+    False: ("Only function tools are supported.", "A named tool_choice is {\"type\": \"function\", \"name\": ...}."),
+}
+
+
+def _function_of(item, *, nested: bool) -> dict | None:
+    """The function fields of a tool or named tool_choice; None when it is not a function one."""
+    if not isinstance(item, dict) or item.get("type") != "function":
+        return None
+    if not nested:
+        return item
+    return item["function"] if isinstance(item.get("function"), dict) else None
+
+
+def client_tools_parse(data: dict, *, nested: bool = True) -> ClientTools | None:
+    """The request's `tools`, `tool_choice` and `parallel_tool_calls`, for both OpenAI surfaces: Chat Completions
+    nests a function's fields under "function" (nested), the Responses API puts them on the tool itself."""
+    fields = _client_tool_fields(data)
     if fields is None:
         return None
     tools, choice, parallel = fields
+    tool_error, choice_error = _SHAPE_ERRORS[nested]
     definitions = []
     for tool in tools:
-        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
-            raise invalid("Each tool must be {\"type\": \"function\", \"function\": {...}}; other tool types are not "
-                          "supported.", param="tools")
-        f = tool["function"]
+        f = _function_of(tool, nested=nested)
+        if f is None:
+            raise invalid(tool_error, param="tools")
         definitions.append(client_function(name=f.get("name"), description=f.get("description"),
                                            parameters=f.get("parameters"), strict=f.get("strict")))
     name = None
     if isinstance(choice, dict):
-        function = choice.get("function")
-        if choice.get("type") != "function" or not isinstance(function, dict) or not isinstance(function.get("name"),
-                                                                                                  str):
-            raise invalid("A named tool_choice is {\"type\": \"function\", \"function\": {\"name\": ...}}.",
-                          param="tool_choice")
-        choice, name = "function", function["name"]
+        f = _function_of(choice, nested=nested)
+        if f is None or not isinstance(f.get("name"), str):
+            raise invalid(choice_error, param="tool_choice")
+        choice, name = "function", f["name"]
     elif choice == "function":
         choice = None  # not a valid string choice; the check below says so
     return client_tools_build(definitions=definitions, choice=choice, parallel=parallel, choice_name=name)

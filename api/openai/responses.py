@@ -12,13 +12,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from assistant.client_tools import client_function, client_tools_build
 from infra.errors import NotFound
 
 from .bodies import continuum_extension
 from .requests import (
     ChatRequest,
-    client_tool_fields,
+    client_tools_parse,
     conversation_parse,
     invalid,
     model_options_parse,
@@ -102,27 +101,6 @@ def _input_messages(value) -> list[dict]:
     return out
 
 
-def _tools(data: dict):
-    fields = client_tool_fields(data)
-    if fields is None:
-        return None
-    tools, choice, parallel = fields
-    definitions = []
-    for tool in tools:
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            raise invalid("Only function tools are supported.", param="tools")
-        definitions.append(client_function(name=tool.get("name"), description=tool.get("description"),
-                                           parameters=tool.get("parameters"), strict=tool.get("strict")))
-    name = None
-    if isinstance(choice, dict):
-        if choice.get("type") != "function" or not isinstance(choice.get("name"), str):
-            raise invalid("A named tool_choice is {\"type\": \"function\", \"name\": ...}.", param="tool_choice")
-        choice, name = "function", choice["name"]
-    elif choice == "function":
-        choice = None
-    return client_tools_build(definitions=definitions, choice=choice, parallel=parallel, choice_name=name)
-
-
 def responses_request_parse(body: bytes) -> ResponsesRequest:
     data = request_object(body)
     previous = data.get("previous_response_id")
@@ -150,7 +128,7 @@ def responses_request_parse(body: bytes) -> ResponsesRequest:
     if not isinstance(stream, bool):
         raise invalid("'stream' must be a boolean.", param="stream")
     options = model_options_parse(data, max_tokens_names=("max_output_tokens",))
-    client_tools = _tools(data)
+    client_tools = client_tools_parse(data, nested=False)
     chat = ChatRequest(model=data["model"].strip(), user_input=user_input, earlier=earlier, client_system=system,
                        stream=stream, options=options, user=user_field_parse(data), client_tools=client_tools,
                        tool_results=tool_results)

@@ -92,28 +92,27 @@ class AnchorInline(ReadOnlyInline):
     fields = readonly_fields = ("first_seq", "last_seq", "text", "method", "token_count", "created_at")
 
 
-class LinkOutInline(ReadOnlyInline):
+class _LinkInline(ReadOnlyInline):
+    """A session's links at one end (fk_name), each shown with the session at its other end."""
+
     model = SessionLink
-    fk_name = "from_session"
+    fields = readonly_fields = ("kind", "other_session", "score", "created_at")
+    other_end = ""
+
+    @admin.display(description="session")
+    def other_session(self, obj):
+        other = getattr(obj, self.other_end)
+        return admin_link(other, f"{other.opened_at:%Y-%m-%d %H:%M} · {other.title or other.pk}")
+
+
+class LinkOutInline(_LinkInline):
+    fk_name, other_end = "from_session", "to_session"
     verbose_name = verbose_name_plural = "links to earlier sessions"
-    fields = readonly_fields = ("kind", "to", "score", "created_at")
-
-    @admin.display(description="session")
-    def to(self, obj):
-        to = obj.to_session
-        return admin_link(to, f"{to.opened_at:%Y-%m-%d %H:%M} · {to.title or obj.to_session_id}")
 
 
-class LinkInInline(ReadOnlyInline):
-    model = SessionLink
-    fk_name = "to_session"
+class LinkInInline(_LinkInline):
+    fk_name, other_end = "to_session", "from_session"
     verbose_name = verbose_name_plural = "linked from later sessions"
-    fields = readonly_fields = ("kind", "source", "score", "created_at")
-
-    @admin.display(description="session")
-    def source(self, obj):
-        source = obj.from_session
-        return admin_link(source, f"{source.opened_at:%Y-%m-%d %H:%M} · {source.title or obj.from_session_id}")
 
 
 @admin.register(Session)

@@ -104,21 +104,6 @@ def hits_per_search(planned: list, answers) -> list[list[Hit]]:
     return results
 
 
-class SearchThroughBatch:
-    """Both backends answer a single search as a batch of one, so the two paths cannot drift apart."""
-
-    def search(self, scope: Scope, *, dense: list[float] | None = None, text: str | None = None, limit: int = 10,
-               kinds: list[str] | None = None, statuses: list[str] | None = ("active",),
-               not_expired_at: float | None = None, payload_keys=None) -> list[Hit]:
-        """Hybrid (dense + BM25, fused by RRF) when both inputs are given, else whichever one is.
-
-        not_expired_at: an epoch time; points whose expires_at is at or before it are left out (None: no check).
-        payload_keys: only these payload keys (plus GUARD_KEYS) come back with each hit; None: the whole payload.
-        """
-        return self.search_batch([Search(scope, dense=dense, text=text, limit=limit, kinds=kinds, statuses=statuses,
-                                         not_expired_at=not_expired_at, payload_keys=payload_keys)])[0]
-
-
 class VectorStore(Protocol):
     backend_name: str
 

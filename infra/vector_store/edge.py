@@ -36,26 +36,8 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from .base import (
-    DENSE,
-    RRF_K,
-    SPARSE,
-    Hit,
-    MemoryPoint,
-    Scope,
-    ScopeMissing,
-    Search,
-    SearchThroughBatch,
-    VectorStoreError,
-    admitted_hits,
-    checked_point_payload,
-    collection_name,
-    hits_per_search,
-    point_id_for,
-    refuse_scope_change,
-)
-from .filters import scope_filter, search_plan
-from .sparse import document_sparse
+from .base import DENSE, RRF_K, SPARSE, ScopeMissing, VectorStoreError, collection_name
+from .scoped import ScopedBackend
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +56,7 @@ def _payload_indexes():
     }
 
 
-class EdgeVectorStore(SearchThroughBatch):
+class EdgeVectorStore(ScopedBackend):
     backend_name = "edge"
 
     def __init__(self, path, *, dim: int, prefetch_factor: int = 4, search_threads: int | None = 1):
@@ -160,60 +142,25 @@ class EdgeVectorStore(SearchThroughBatch):
         with self._using() as shard:
             return shard.optimize()
 
-    # --- writes --------------------------------------------------------------------------------------
-    def upsert(self, points: list[MemoryPoint]) -> None:
-        if not points:
-            return
-        built = []
-        for p in points:
-            payload = checked_point_payload(p, self.dim)
-            sparse = document_sparse(p.text, tenant_id=payload["tenant_id"])
-            built.append(Point(point_id_for(p.memory_id), {DENSE: list(p.dense), SPARSE: sparse}, payload))
+    # --- the engine's calls (ScopedBackend) -----------------------------------------------------------
+    def _engine_upsert(self, points) -> None:
+        built = [Point(point_id, {DENSE: dense, SPARSE: sparse}, payload)
+                 for point_id, dense, sparse, payload in points]
         with self._using() as shard:
             shard.update(UpdateOperation.upsert_points(built))
 
-    def delete(self, scope: Scope, memory_ids: list[str]) -> None:
-        spec = scope_filter(scope, memory_ids=list(memory_ids))
-        if spec.matches_nothing:
-            return
+    def _engine_delete(self, spec) -> None:
         with self._using() as shard:
             shard.update(UpdateOperation.delete_points_by_filter(spec.to_edge()))
 
-    def delete_scope(self, scope: Scope) -> None:
-        spec = scope_filter(scope)
+    def _engine_set_payload(self, spec, payload: dict) -> None:
         with self._using() as shard:
-            shard.update(UpdateOperation.delete_points_by_filter(spec.to_edge()))
+            shard.update(UpdateOperation.set_payload_by_filter(spec.to_edge(), payload))
 
-    def set_payload(self, scope: Scope, memory_id: str, payload: dict) -> None:
-        refuse_scope_change(payload)
-        spec = scope_filter(scope, memory_ids=[memory_id])
-        with self._using() as shard:
-            shard.update(UpdateOperation.set_payload_by_filter(spec.to_edge(), dict(payload)))
-
-    # --- reads ---------------------------------------------------------------------------------------
-    def search_batch(self, searches: list[Search]) -> list[list[Hit]]:
-        """Several searches in one planned pass over the shard (query_batch); one list of hits per search."""
-        planned = [self._request(s) for s in searches]
-        requests = [p[1] for p in planned if p is not None]
-        if not requests:
-            return [[] for _ in searches]
-        with self._using() as shard:
-            found = shard.query(requests[0]) if len(requests) == 1 else shard.query_batch(QueryBatchRequest(requests))
-        if len(requests) == 1:
-            found = [found]
-        return hits_per_search(planned, found)
-
-    def _request(self, search: Search):
-        """(filter spec, QueryRequest) for one search, or None when nothing can match."""
-        plan = search_plan(search, dim=self.dim)
-        if plan is None:
-            return None
-        spec, sparse, with_payload = plan
+    def _engine_request(self, spec, *, dense, sparse, limit: int, fetch: int, with_payload) -> QueryRequest:
         flt = spec.to_edge()
-        dense, limit = search.dense, search.limit
         if dense is not None and sparse is not None:
-            fetch = max(limit * self._prefetch_factor, 20)
-            request = QueryRequest(
+            return QueryRequest(
                 limit=limit,
                 prefetches=[Prefetch(limit=fetch, query=Query.Nearest(list(dense), using=DENSE), filter=flt),
                             Prefetch(limit=fetch, query=Query.Nearest(sparse, using=SPARSE), filter=flt)],
@@ -221,35 +168,23 @@ class EdgeVectorStore(SearchThroughBatch):
                 filter=flt,
                 with_payload=with_payload,
             )
-        elif dense is not None:
-            request = QueryRequest(limit=limit, query=Query.Nearest(list(dense), using=DENSE), filter=flt,
-                                   with_payload=with_payload)
-        else:
-            request = QueryRequest(limit=limit, query=Query.Nearest(sparse, using=SPARSE), filter=flt,
-                                   with_payload=with_payload)
-        return spec, request
+        vector, using = (list(dense), DENSE) if dense is not None else (sparse, SPARSE)
+        return QueryRequest(limit=limit, query=Query.Nearest(vector, using=using), filter=flt,
+                            with_payload=with_payload)
 
-    def retrieve(self, scope: Scope, memory_ids: list[str]) -> list[Hit]:
-        spec = scope_filter(scope, memory_ids=list(memory_ids))
-        if spec.matches_nothing:
-            return []
+    def _engine_query(self, requests: list) -> list:
+        """One planned pass over the shard (query_batch) for several requests."""
         with self._using() as shard:
-            records, _ = shard.scroll(ScrollRequest(limit=len(spec.point_ids), filter=spec.to_edge(),
-                                                    with_payload=True, with_vector=False))
-        return admitted_hits(records, spec, score=1.0)
+            if len(requests) == 1:
+                return [shard.query(requests[0])]
+            return shard.query_batch(QueryBatchRequest(requests))
 
-    def scroll(self, scope: Scope, *, limit: int = 256, offset: str | None = None) -> tuple[list[Hit], str | None]:
-        spec = scope_filter(scope)
+    def _engine_scroll(self, spec, *, limit: int, offset):
         with self._using() as shard:
-            records, next_offset = shard.scroll(ScrollRequest(offset=offset, limit=limit, filter=spec.to_edge(),
-                                                              with_payload=True, with_vector=False))
-        hits = admitted_hits(records, spec, score=1.0)
-        return hits, (str(next_offset) if next_offset is not None else None)
+            return shard.scroll(ScrollRequest(offset=offset, limit=limit, filter=spec.to_edge(), with_payload=True,
+                                              with_vector=False))
 
-    def count(self, scope: Scope, *, statuses: list[str] | None = None) -> int:
-        spec = scope_filter(scope, statuses=statuses)
-        if spec.matches_nothing:
-            return 0
+    def _engine_count(self, spec) -> int:
         with self._using() as shard:
             return shard.count(CountRequest(exact=True, filter=spec.to_edge()))
 

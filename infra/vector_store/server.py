@@ -15,25 +15,8 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as m
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from .base import (
-    DENSE,
-    SPARSE,
-    Hit,
-    MemoryPoint,
-    Scope,
-    ScopeMissing,
-    Search,
-    SearchThroughBatch,
-    VectorStoreError,
-    admitted_hits,
-    checked_point_payload,
-    collection_name,
-    hits_per_search,
-    point_id_for,
-    refuse_scope_change,
-)
-from .filters import scope_filter, search_plan
-from .sparse import document_sparse
+from .base import DENSE, SPARSE, ScopeMissing, VectorStoreError, collection_name
+from .scoped import ScopedBackend
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +35,7 @@ def _sparse(vec) -> m.SparseVector:
     return m.SparseVector(indices=list(vec.indices), values=list(vec.values))
 
 
-class ServerVectorStore(SearchThroughBatch):
+class ServerVectorStore(ScopedBackend):
     backend_name = "qdrant"
 
     def __init__(self, client: QdrantClient, *, collection: str, dim: int, prefetch_factor: int = 4):
@@ -106,92 +89,43 @@ class ServerVectorStore(SearchThroughBatch):
                     warnings.simplefilter("ignore")  # local mode warns that it has no payload indexes
                     client.create_payload_index(self.collection, field_name, field_schema=schema, wait=True)
 
-    # --- writes --------------------------------------------------------------------------------------
-    def upsert(self, points: list[MemoryPoint]) -> None:
-        if not points:
-            return
-        built = []
-        for p in points:
-            payload = checked_point_payload(p, self.dim)
-            sparse = _sparse(document_sparse(p.text, tenant_id=payload["tenant_id"]))
-            built.append(m.PointStruct(id=point_id_for(p.memory_id), vector={DENSE: list(p.dense), SPARSE: sparse},
-                                       payload=payload))
+    # --- the engine's calls (ScopedBackend) -----------------------------------------------------------
+    def _engine_upsert(self, points) -> None:
+        built = [m.PointStruct(id=point_id, vector={DENSE: dense, SPARSE: _sparse(sparse)}, payload=payload)
+                 for point_id, dense, sparse, payload in points]
         with self._call() as client:
             client.upsert(self.collection, points=built, wait=True)
 
-    def delete(self, scope: Scope, memory_ids: list[str]) -> None:
-        spec = scope_filter(scope, memory_ids=list(memory_ids))
-        if spec.matches_nothing:
-            return
+    def _engine_delete(self, spec) -> None:
         with self._call() as client:
             client.delete(self.collection, points_selector=m.FilterSelector(filter=spec.to_client()), wait=True)
 
-    def delete_scope(self, scope: Scope) -> None:
-        spec = scope_filter(scope)
+    def _engine_set_payload(self, spec, payload: dict) -> None:
         with self._call() as client:
-            client.delete(self.collection, points_selector=m.FilterSelector(filter=spec.to_client()), wait=True)
+            client.set_payload(self.collection, payload=payload, points=m.FilterSelector(filter=spec.to_client()),
+                               wait=True)
 
-    def set_payload(self, scope: Scope, memory_id: str, payload: dict) -> None:
-        refuse_scope_change(payload)
-        spec = scope_filter(scope, memory_ids=[memory_id])
-        with self._call() as client:
-            client.set_payload(self.collection, payload=dict(payload),
-                               points=m.FilterSelector(filter=spec.to_client()), wait=True)
-
-    # --- reads ---------------------------------------------------------------------------------------
-    def search_batch(self, searches: list[Search]) -> list[list[Hit]]:
-        """Several searches in one round trip (query_batch_points); one list of hits per search."""
-        planned = [self._request(s) for s in searches]
-        requests = [p[1] for p in planned if p is not None]
-        if not requests:
-            return [[] for _ in searches]
-        with self._call() as client:
-            found = client.query_batch_points(self.collection, requests=requests)
-        return hits_per_search(planned, [answer.points for answer in found])
-
-    def _request(self, search: Search):
-        """(filter spec, QueryRequest) for one search, or None when nothing can match."""
-        plan = search_plan(search, dim=self.dim)
-        if plan is None:
-            return None
-        spec, sparse, with_payload = plan
+    def _engine_request(self, spec, *, dense, sparse, limit: int, fetch: int, with_payload) -> m.QueryRequest:
         flt = spec.to_client()
-        dense, limit = search.dense, search.limit
         if dense is not None and sparse is not None:
-            fetch = max(limit * self._prefetch_factor, 20)
-            request = m.QueryRequest(
+            return m.QueryRequest(
                 prefetch=[m.Prefetch(query=list(dense), using=DENSE, filter=flt, limit=fetch),
                           m.Prefetch(query=_sparse(sparse), using=SPARSE, filter=flt, limit=fetch)],
                 query=m.FusionQuery(fusion=m.Fusion.RRF), filter=flt, limit=limit, with_payload=with_payload)
-        elif dense is not None:
-            request = m.QueryRequest(query=list(dense), using=DENSE, filter=flt, limit=limit,
-                                     with_payload=with_payload)
-        else:
-            request = m.QueryRequest(query=_sparse(sparse), using=SPARSE, filter=flt, limit=limit,
-                                     with_payload=with_payload)
-        return spec, request
+        vector, using = (list(dense), DENSE) if dense is not None else (_sparse(sparse), SPARSE)
+        return m.QueryRequest(query=vector, using=using, filter=flt, limit=limit, with_payload=with_payload)
 
-    def retrieve(self, scope: Scope, memory_ids: list[str]) -> list[Hit]:
-        spec = scope_filter(scope, memory_ids=list(memory_ids))
-        if spec.matches_nothing:
-            return []
+    def _engine_query(self, requests: list) -> list:
+        """One round trip (query_batch_points) for several requests."""
         with self._call() as client:
-            records, _ = client.scroll(self.collection, scroll_filter=spec.to_client(), limit=len(spec.point_ids),
-                                       with_payload=True, with_vectors=False)
-        return admitted_hits(records, spec, score=1.0)
+            return [answer.points for answer in client.query_batch_points(self.collection, requests=requests)]
 
-    def scroll(self, scope: Scope, *, limit: int = 256, offset: str | None = None) -> tuple[list[Hit], str | None]:
-        spec = scope_filter(scope)
+    def _engine_scroll(self, spec, *, limit: int, offset):
         with self._call() as client:
-            records, next_offset = client.scroll(self.collection, scroll_filter=spec.to_client(), limit=limit,
-                                                 offset=offset, with_payload=True, with_vectors=False)
-        hits = admitted_hits(records, spec, score=1.0)
-        return hits, (str(next_offset) if next_offset is not None else None)
+            return client.scroll(self.collection, scroll_filter=spec.to_client(), limit=limit, offset=offset,
+                                 with_payload=True, with_vectors=False)
 
-    def count(self, scope: Scope, *, statuses: list[str] | None = None) -> int:
-        spec = scope_filter(scope, statuses=statuses)
-        if spec.matches_nothing:
-            return 0
+    def _engine_count(self, spec) -> int:
         with self._call() as client:
             return client.count(self.collection, count_filter=spec.to_client(), exact=True).count
 

@@ -55,46 +55,24 @@ def corrections_apply_locked(
                 or _initial_status(tenant=tenant, source_type=row.source_type) != MemoryStatus.ACTIVE
             ):
                 continue
-            candidate = Candidate(
-                row.kind,
-                pattern.sub(new_value, row.text),
-                source_type=row.source_type,
-                subject=row.subject,
-                value=row.value,
-                confidence=row.confidence,
-                importance=row.importance,
-                extractor="correction",
-                metadata={**(row.metadata or {}), "corrects": str(row.pk)},
-            )
+            candidate = Candidate(row.kind, pattern.sub(new_value, row.text), source_type=row.source_type,
+                                  subject=row.subject, value=row.value, confidence=row.confidence,
+                                  importance=row.importance, extractor="correction",
+                                  metadata={**(row.metadata or {}), "corrects": str(row.pk)})
             memory_id = uuid.uuid5(MEMORY_NAMESPACE, f"{record.pk}:corrects:{row.pk}")
             if MemoryRecord.objects.for_tenant(tenant).filter(pk=memory_id).exists():
                 continue  # corrected before (a rerun)
-            new = _new_record(
-                tenant=tenant,
-                user=user,
-                candidate=candidate,
-                source=source,
-                session_id=session_id,
-                memory_id=memory_id,
-            )
+            new = _new_record(tenant=tenant, user=user, candidate=candidate, source=source, session_id=session_id,
+                              memory_id=memory_id)
             # What it was said in, and what corrected it.
             by = [*new.source_message_ids, *([] if source is not None else record.source_message_ids)]
             new.source_message_ids = list(dict.fromkeys([*row.source_message_ids, *by]))[
                 :MAX_SOURCE_MESSAGES
             ]
-            create(
-                new,
-                actor_type=actor_type,
-                actor_id=actor_id,
-                note=f"{old_value} corrected to {new_value} (by {record.pk})",
-            )
-            supersede(
-                old=row,
-                new=new,
-                actor_type=actor_type,
-                actor_id=actor_id,
-                note=f"{old_value} corrected to {new_value} by {record.pk}",
-            )
+            create(new, actor_type=actor_type, actor_id=actor_id,
+                   note=f"{old_value} corrected to {new_value} (by {record.pk})")
+            supersede(old=row, new=new, actor_type=actor_type, actor_id=actor_id,
+                      note=f"{old_value} corrected to {new_value} by {record.pk}")
             skip.add(row.pk)
             changed += [new, row]
     return changed

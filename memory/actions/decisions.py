@@ -240,14 +240,6 @@ class _Writes:
         """After every decision: a statement of this same message that says an old value is written by then."""
         for current, olds, by_source, by_session in self.corrections:
             self.changed += corrections_apply_locked(
-                tenant=self.tenant,
-                user=self.user,
-                record=current,
-                targets=olds,
-                source=by_source,
-                session_id=by_session,
-                actor_type=self.actor_type,
-                actor_id=self.actor_id,
-                create=_create_locked,
-                supersede=memory_supersede,
-            )
+                tenant=self.tenant, user=self.user, record=current, targets=olds, source=by_source,
+                session_id=by_session, actor_type=self.actor_type, actor_id=self.actor_id, create=_create_locked,
+                supersede=memory_supersede)

@@ -11,7 +11,6 @@ import re
 from django.db import transaction
 
 from infra.embedder import get_embedder
-from infra.errors import ValidationFailed
 from infra.secrets import secrets_redact
 from infra.support import SUPPORTED_SHARE, support_share
 from tenants.models import EndUser, Tenant
@@ -21,12 +20,10 @@ from ..extraction.injection import candidate_instruction_kinds
 from ..extraction.rules import rules_extract
 from ..extraction.statements import statement_normalize
 from ..extraction.verify import candidates_verify
-from ..models import MemoryEvent, MemoryKind, MemoryRecord, SourceType
-from ..sources import SourceMessage
+from ..models import MemoryKind, MemoryRecord
 from ..user_lock import user_memory_lock
-from .create import _has_content
+from .create import GivenMemory, given_redacted
 from .decisions import decisions_apply
-from .records import _validated
 
 log = logging.getLogger(__name__)
 
@@ -63,50 +60,27 @@ def memory_remember(*, tenant: Tenant, user: EndUser, **statement) -> tuple[Memo
 
 
 def memory_remember_statements(
-    *,
-    tenant: Tenant,
-    user: EndUser,
-    kind: str,
-    text: str,
-    source_type: str = SourceType.USER_STATED,
-    confidence: float = 0.8,
-    importance: float = 0.6,
-    source: SourceMessage | None = None,
-    session_id=None,
-    subject: str = "",
-    value: str = "",
-    actor_type: str = MemoryEvent.Actor.SYSTEM,
-    actor_id: str = "",
+    *, tenant: Tenant, user: EndUser, importance: float = 0.6, **given
 ) -> list[tuple[MemoryRecord | None, str]]:
-    """memory_remember for every statement the text makes, in the third person: one (record, outcome) each, or one
-    (None, reason) when nothing is stored."""
-    text = _validated(kind, source_type, text)
-    if user.tenant_id != tenant.pk:
-        raise ValidationFailed("The user does not belong to this tenant.")
-    redaction = secrets_redact(text)
-    if redaction.found and not _has_content(redaction.text):
+    """memory_remember for every statement the text (GivenMemory's fields) makes, in the third person: one
+    (record, outcome) each, or one (None, reason) when nothing is stored."""
+    given = GivenMemory(**given)
+    redaction, only_secret = given_redacted(tenant=tenant, user=user, given=given)
+    if only_secret:
         return [(None, "secret")]
+    kind, subject, value, source = given.kind, given.subject, given.value, given.source
     name = (user.display_name or "").strip()
     if candidate_instruction_kinds(Candidate(kind, redaction.text, subject=subject, value=value), who=name):
         log.info("remember refused for user %s: an instruction", user.pk)
         return [(None, "refused_instruction")]
     who = name or "The user"
-    candidates = []
-    for s_kind, s_text, s_subject, s_value in _statements(
-        redaction.text, kind=kind, who=who, subject=subject_normalize(subject), value=secrets_redact(value).text
-    ):
-        candidates.append(
-            Candidate(
-                s_kind,
-                s_text,
-                source_type=source_type,
-                subject=slot_of(s_subject, who),
-                value=s_value,
-                confidence=confidence,
-                importance=importance,
-                extractor="remember",
-            )
+    candidates = [
+        Candidate(s_kind, s_text, source_type=given.source_type, subject=slot_of(s_subject, who), value=s_value,
+                  confidence=given.confidence, importance=importance, extractor="remember")
+        for s_kind, s_text, s_subject, s_value in _statements(
+            redaction.text, kind=kind, who=who, subject=subject_normalize(subject), value=secrets_redact(value).text
         )
+    ]
     if not candidates:
         return [(None, INCOMPLETE)]
     # Refused whole, not trimmed: the caller (a model) hears why and can store the plain fact on its own.
@@ -116,20 +90,8 @@ def memory_remember_statements(
         return [(None, "refused_instruction")]
     vectors = get_embedder().embed([c.text for c in candidates])
     with user_memory_lock(tenant_id=tenant.pk, user_id=user.pk):
-        decisions = candidates_verify(
-            tenant=tenant,
-            user=user,
-            candidates=candidates,
-            vectors=vectors,
-            stated_at=source.created_at if source is not None else None,
-        )
+        decisions = candidates_verify(tenant=tenant, user=user, candidates=candidates, vectors=vectors,
+                                      stated_at=source.created_at if source is not None else None)
         with transaction.atomic():
-            return decisions_apply(
-                tenant=tenant,
-                user=user,
-                decisions=decisions,
-                source=source,
-                session_id=session_id,
-                actor_type=actor_type,
-                actor_id=actor_id,
-            )
+            return decisions_apply(tenant=tenant, user=user, decisions=decisions, source=source,
+                                   session_id=given.session_id, actor_type=given.actor_type, actor_id=given.actor_id)

@@ -255,14 +255,8 @@ def memories_bulk_delete(
         # Locked rows are re-checked against the filter, so one deleted meanwhile is neither counted nor touched.
         records = list(matching.select_for_update()[:limit])
         for record in records:
-            _transition(
-                record,
-                to=Status.DELETED,
-                action=Action.DELETED,
-                actor_type=actor_type,
-                actor_id=actor_id,
-                note="bulk delete",
-            )
+            _transition(record, to=Status.DELETED, action=Action.DELETED, actor_type=actor_type, actor_id=actor_id,
+                        note="bulk delete")
     return BulkDeleteResult(
         matched, len(records), [str(r.pk) for r in records[:BULK_DELETE_SAMPLE]], matched > len(records), False,
         records,
@@ -336,16 +330,9 @@ def memory_approve(*, tenant: Tenant, actor_type: str, actor_id: str = "", memor
         )
         _transition(record, to=Status.ACTIVE, action=Action.APPROVED, actor_type=actor_type, actor_id=actor_id)
         for old in _displaced_by(record):
-            _transition(
-                old,
-                to=Status.SUPERSEDED,
-                action=Action.SUPERSEDED,
-                actor_type=actor_type,
-                actor_id=actor_id,
-                note=f"superseded by approved {record.pk}",
-                superseded_by=record,
-                valid_to=validity_end(old=old, new=record),
-            )
+            _transition(old, to=Status.SUPERSEDED, action=Action.SUPERSEDED, actor_type=actor_type, actor_id=actor_id,
+                        note=f"superseded by approved {record.pk}", superseded_by=record,
+                        valid_to=validity_end(old=old, new=record))
         return record
 
 
@@ -374,15 +361,8 @@ def memory_expire(*, tenant: Tenant, actor_type: str, actor_id: str = "", memory
             return record
         now = clock.now()
         expires_at = record.expires_at if record.expires_at and record.expires_at <= now else now
-        return _transition(
-            record,
-            to=Status.EXPIRED,
-            action=Action.EXPIRED,
-            actor_type=actor_type,
-            actor_id=actor_id,
-            note=note,
-            expires_at=expires_at,
-        )
+        return _transition(record, to=Status.EXPIRED, action=Action.EXPIRED, actor_type=actor_type, actor_id=actor_id,
+                           note=note, expires_at=expires_at)
 
 
 # --- lifecycle: what the scheduled jobs change ---------------------------------------------------------------------
