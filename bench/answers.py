@@ -31,7 +31,9 @@ it), the question as the user's message. Its answers are kept in a SQLite file (
 reports it (or --model) and the whole request (messages, temperature, max_tokens): a rerun asks the reader only for
 the contexts that changed, so the dense and oracle contexts are read once, and a rerun on unchanged contexts asks
 nothing. A cached answer keeps the reader seconds of its first reading; each set says how many answers came from the
-cache. Scores per context, overall and by type (the words as bench/scoring.py normalises them):
+cache. The held-out conversations written for the project (bench/data/HELDOUT.md) are sets too: `pairs` and
+`pairs-b` (friends, "two-users" shape) and `project` ("assistant" shape); each confirms a change decided elsewhere,
+and once it has decided one it is no longer held out. Scores per context, overall and by type (the words as bench/scoring.py normalises them):
 - token F1 and exact match against the gold answer (SQuAD normalisation: lower case, punctuation and articles
   dropped, as LoCoMo's own evaluation also drops "and");
 - unsupported: the share of answers that state something absent from every context of the question. An answer is
@@ -97,9 +99,10 @@ PRODUCT_DATASET = REPO / "bench" / "data" / "product-dev.json"
 BEAM_DATASET = REPO.parent / "shared" / "bench" / "beam-dev.json"
 # Conversations written for this project and never tuned on (bench/data/HELDOUT.md): they confirm a change.
 HELDOUT_DATASETS = {"pairs": REPO / "bench" / "data" / "heldout-pairs.json",
-                    "project": REPO / "bench" / "data" / "heldout-project.json"}
+                    "project": REPO / "bench" / "data" / "heldout-project.json",
+                    "pairs-b": REPO / "bench" / "data" / "heldout-pairs-b.json"}
 SETS = {"locomo": "two-users", "product": "assistant", "beam": "assistant",  # each set's import shape
-        "pairs": "two-users", "project": "assistant"}
+        "pairs": "two-users", "project": "assistant", "pairs-b": "two-users"}
 DEFAULT_CACHE = Path.home() / ".cache" / "continuum" / "answers-cache.sqlite3"
 CONDITIONS = ("continuum", "dense_baseline", "oracle")
 LABELS = {"continuum": "continuum", "dense_baseline": "dense baseline", "oracle": "oracle (evidence turns)"}
@@ -114,7 +117,8 @@ _TASK_PATTERNS = [re.compile("^" + re.sub(r"\\\{[a-z0-9]+\\\}", ".+", re.escape(
 def _args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sets", default="locomo,product",
-                   help="comma-separated: locomo, product, beam (default locomo,product)")
+                   help="comma-separated: locomo, product, beam, and the held-out pairs, project, pairs-b "
+                        "(default locomo,product)")
     p.add_argument("--locomo-dataset", default=str(locomo.DEFAULT_DATASET))
     p.add_argument("--product-dataset", default=str(PRODUCT_DATASET))
     p.add_argument("--beam-dataset", default=str(BEAM_DATASET))
