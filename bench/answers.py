@@ -33,7 +33,9 @@ the contexts that changed, so the dense and oracle contexts are read once, and a
 nothing. A cached answer keeps the reader seconds of its first reading; each set says how many answers came from the
 cache. The held-out conversations written for the project (bench/data/HELDOUT.md) are sets too: `pairs` and
 `pairs-b` (friends, "two-users" shape) and `project` ("assistant" shape); each confirms a change decided elsewhere,
-and once it has decided one it is no longer held out. Scores per context, overall and by type (the words as bench/scoring.py normalises them):
+and once it has decided one it is no longer held out.
+
+Scores per context, overall and by type (the words as bench/scoring.py normalises them):
 - token F1 and exact match against the gold answer (SQuAD normalisation: lower case, punctuation and articles
   dropped, as LoCoMo's own evaluation also drops "and");
 - unsupported: the share of answers that state something absent from every context of the question. An answer is
