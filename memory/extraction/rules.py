@@ -34,23 +34,36 @@ def _weekday_index(name: str) -> int:
 # "on Thursday" without last/next: which Thursday the sentence's tense says. "on Thursdays" is a habit, not a day.
 _RX_ON_WEEKDAY = re.compile(rf"\bon\s+({_WEEKDAY_RE})\b(?!s)")
 _RX_FUTURE = re.compile(r"\b(?:will|shall|won't|gonna|going\s+to|plan(?:ning)?\s+to|about\s+to|hope\s+to|"
-                        r"can't\s+wait|see\s+you|tomorrow|next)\b|'ll\b")
+                        r"can't\s+wait|see\s+you|tomorrow|next|can|should|let's|upcoming)\b|'ll\b")
+# Before these an -ed word describes a noun ("the proposed plan", "your updated schedule"): it reports nothing.
+_ATTRIBUTIVE = frozenset("a an the this that these those my your our their his her its well more most newly".split())
 
 
-def _on_weekday_dates(lower: str, ref: date) -> list[tuple[int, dict]]:
+def _reports(words: list[str]) -> bool:
+    """Whether the sentence's words tell of something done: a verb in the past that is not a noun's adjective."""
+    return any(w in ("was", "were") or (past_form(w) and (i == 0 or words[i - 1] not in _ATTRIBUTIVE))
+               for i, w in enumerate(words))
+
+
+def _on_weekday_dates(text: str, ref: date) -> list[tuple[int, dict]]:
     """A bare "on Friday" in a sentence that tells its tense: the Friday before the message's day when the sentence
-    reports ("Dana had a baby on Tuesday"), the Friday after it when it looks ahead ("we'll fly on Friday"). A sentence
-    that says neither, or both, names no day: a date shown beside a line must be right, so an unsure one is left out."""
-    found = []
-    for sentence in re.split(r"(?<=[.!?])\s+", lower):
+    reports ("Dana had a baby on Tuesday"), the Friday after it when it looks ahead ("we'll fly on Friday", "you can
+    present it on Monday"). A sentence that says neither, or both, names no day: a date shown beside a line must be
+    right, so an unsure one is left out. Sentences as infra.sentences cuts them (a heading or a list item is one of
+    its own), positions in the whole text's lower case."""
+    found, at = [], 0
+    lower = text.lower()
+    for sentence in (s.lower() for s in sentences(text)):
+        offset = lower.find(sentence, at)
+        offset = at if offset < 0 else offset  # a letter whose lower case is longer moved it: near enough to order
+        at = offset
         matches = list(_RX_ON_WEEKDAY.finditer(sentence))
         if not matches:
             continue
         future = bool(_RX_FUTURE.search(sentence))
-        past = any(past_form(w) or w in ("was", "were") for w in re.findall(r"[a-z']+", sentence))
+        past = _reports(re.findall(r"[a-z']+", sentence))
         if future == past:
             continue
-        offset = lower.find(sentence)
         for m in matches:
             gap = (ref.weekday() - _weekday_index(m.group(1))) % 7 or 7
             d = ref - timedelta(days=gap) if past else ref + timedelta(days=(7 - gap) or 7)
@@ -317,7 +330,7 @@ def resolve_dates(text: str, reference: datetime | date) -> list[dict]:
         elif granularity == "year":
             d = d.replace(month=1, day=1)
         found.append((m.start(), {"phrase": m.group(0), "date": d.isoformat(), "granularity": granularity}))
-    found += _on_weekday_dates(lower, ref)
+    found += _on_weekday_dates(text, ref)
     # The parser knows no weekend.
     for m in re.finditer(r"\b(last|next|this)\s+weekend\b", lower):
         sign = {"last": -1, "next": 1, "this": 0}[m.group(1)]

@@ -61,6 +61,8 @@ def test_a_phrase_said_twice_is_listed_once():
     ("We'll fly out on Friday.", [("on friday", "2023-05-12", "day")]),
     ("The interview is going to be on Wednesday.", [("on wednesday", "2023-05-10", "day")]),
     ("See you on Monday!", [("on monday", "2023-05-15", "day")]),
+    # An -ed word after "the" or "your" describes a noun; "can" looks ahead.
+    ("At your planning meeting on Monday you can present the proposed schedule.", [("on monday", "2023-05-15", "day")]),
 ])
 def test_a_bare_weekday_resolves_by_what_its_sentence_says_of_time(text, expected):
     got = [(d["phrase"], d["date"], d["granularity"]) for d in resolve_dates(text, MONDAY)]
@@ -71,6 +73,14 @@ def test_a_bare_weekday_resolves_by_what_its_sentence_says_of_time(text, expecte
     "I swim on Tuesdays.",                          # a habit, no day
     "My class is on Thursday.",                     # no tense to read: which Thursday is unsure
     "I went there on Friday and will go back on Friday.",  # both tenses in one sentence
+    "The finished report is on Friday's agenda.",  # "finished" describes the report: no tense to read
 ])
 def test_a_bare_weekday_without_a_clear_tense_names_no_day(text):
     assert resolve_dates(text, MONDAY) == []
+
+
+def test_a_weekday_reads_the_tense_of_its_own_sentence_not_of_the_text_around_it():
+    text = "## Plan\nWe tested the parser and fixed two bugs\n\n## Next\nPresent the schedule on Monday"
+    assert resolve_dates(text, MONDAY) == []  # the heading's list is another sentence; its own says no tense
+    reported = "We tested the parser. Dana had the baby on Tuesday."
+    assert [d["date"] for d in resolve_dates(reported, MONDAY)] == ["2023-05-02"]
