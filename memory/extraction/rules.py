@@ -11,6 +11,7 @@ from infra.sentences import sentences
 from infra.support import content_words
 
 from .candidate import Candidate, subject_normalize
+from .project_facts import project_facts, prose
 from .statements import past_form
 
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
@@ -452,6 +453,16 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             verb = verb.replace("going to", "is going to").replace("trying to", "is trying to")
             verb = verb.replace("looking for", "is looking for").replace("planning to", "is planning to")
             add(Candidate("goal", f"{who} {verb} {_first_to_third(goal, who)}.", confidence=0.8, importance=0.6))
+    for sentence in sentences(prose(text)):
+        if not _stated(sentence):
+            continue
+        for c in project_facts(sentence, who=who):
+            if reference is not None:
+                # A project fact is dated by its own words: a deadline by its date, anything else by what its
+                # sentence names, never by the other dates of a long message.
+                said = c.value if c.subject.startswith("deadline:") else sentence
+                c.metadata["dates"] = resolve_dates(said, reference)
+            add(c)
     if reference is not None:
         dates = resolve_dates(text, reference)
         if dates:
