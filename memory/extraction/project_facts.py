@@ -55,11 +55,20 @@ _NAMEISH = re.compile(r"^[A-Za-z][\w.+#/-]*$")
 _TECHY = re.compile(r"[._+#/-]|\d")
 _USE_CUE = re.compile(r"\b(?:us(?:e|es|ed|ing)|with|on|running|runs|built|installed|initiali[sz]ed|deployed|"
                       r"decided|chose|chosen|picked|going\s+with|went\s+with|added|pinned|locked|in|my|our|"
-                      r"upgraded|updated|moved|migrated|switched|bumped|stuck\s+with|settled\s+on)\b", re.I)
+                      r"upgraded|updated|moved|migrated|switched|bumped|stuck\s+with|settled\s+on|"
+                      r"implement(?:s|ed|ing)?|integrat(?:e|es|ed|ing)|add(?:ed|ing)?|configured|set\s+up|"
+                      r"introduc(?:ed|ing))\b", re.I)
+# A version the clause turns away from is not the one in use: "disabling TLS 1.0", "migrated from Flask 2.2".
+_AWAY = re.compile(r"\b(?:disabl\w*|remov\w*|dropp(?:ed|ing)|deprecat\w*|replac\w*|uninstall\w*|downgrad\w*|"
+                   r"phas(?:e|ed|ing)\s+out)\b|"
+                   r"\b(?:old|older|previous|legacy|from)\s+(?:the\s+|my\s+|our\s+)?[\w.+#/-]+(?:\s+[\w.+#/-]+)?\s*$|"
+                   r"\bfrom\s+(?:the\s+|my\s+|our\s+)?[\w.+#/-]+(?:\s+[\w.+#/-]+)?\s*$", re.I)
 _CHANGE = re.compile(r"\b(?P<verb>upgraded|updated|moved|migrated|switched|bumped)\b(?:\s+(?:my|our|the|it|everything|"
                      r"the\s+project|my\s+project|our\s+project|from\s+\S+(?:\s+v?\d[\d.]*)?))*\s+to\s*$", re.I)
-_CHANGE_TOOL = re.compile(r"\b(?P<verb>upgraded|updated|bumped)\s+(?:my\s+|our\s+|the\s+)?(?P<tool>[A-Za-z][\w.+#/-]*"
-                          r"(?:\s+[A-Z][\w.+#/-]*)?)(?:\s+version)?\s+to\s+(?:version\s+)?$", re.I)
+_CHANGE_TOOL = re.compile(r"\b(?P<verb>upgraded|updated|bumped|locked|pinned)\s+(?:my\s+|our\s+|the\s+)?"
+                          r"(?P<tool>[A-Za-z][\w.+#/-]*(?:\s+(?-i:[A-Z])[\w.+#/-]*|"
+                          r"\s+(?:client|server|library|package|module|sdk|cli|adapter|driver))?)(?:\s+version)?\s+to\s+"
+                          r"(?:version\s+)?$", re.I)
 
 
 def _bare(word: str) -> str:
@@ -75,9 +84,10 @@ def _tool_before(before: str, version: str) -> str | None:
         return None
     first = _bare(words[-1])
     if first.lower() in _HEADS and len(words) > 1 and not words[-2].endswith(","):
+        # The generic word says a tool is named: "the `jsonwebtoken` library version 9.0.0".
         name = _bare(words[-2])
-        if _NAMEISH.match(name) and name.lower() not in _NOT_TOOLS and (_TECHY.search(name) or name[0].isupper()):
-            return f"{name} {first}"
+        if _NAMEISH.match(name) and name.lower() not in _NOT_TOOLS:
+            return f"{name} {first}" if name[0].isupper() or _TECHY.search(name) else name
         return None
     if not _NAMEISH.match(first) or first.lower() in _NOT_TOOLS:
         return None
@@ -94,6 +104,9 @@ def _tool_before(before: str, version: str) -> str | None:
     return " ".join(name)
 
 
+_VERSION_OF = re.compile(r"^\s+of\s+(?:the\s+)?(?P<tool>(?:[A-Z]|[a-z]+[A-Z])[\w.+#/-]*(?:\s+[A-Z][\w.+#/-]*)?)")
+
+
 def _versions(sentence: str, who: str) -> list[Candidate]:
     out = []
     for m in _VERSION.finditer(sentence):
@@ -101,21 +114,24 @@ def _versions(sentence: str, who: str) -> list[Candidate]:
         value = version.removeprefix("v").removeprefix("V")
         before = sentence[:m.start()]
         clause = _clause_before(sentence, m.start())
+        if _HEDGE.search(clause) or _AWAY.search(clause) or not _FIRST_PERSON.search(before):
+            continue
         change = _CHANGE_TOOL.search(before)
         if change:
             # "I upgraded Mongoose to v7.3.1": the tool is named before the verb's object.
             tool = _bare(change.group("tool"))
-            if tool.lower() in _NOT_TOOLS or _HEDGE.search(clause) or not _FIRST_PERSON.search(clause):
+            if tool.lower() in _NOT_TOOLS:
                 continue
             out.append(Candidate("fact", f"{who} {change.group('verb').lower()} {tool} to {version}.",
                                  subject=f"version: {subject_normalize(tool)}", value=value, confidence=0.85,
                                  importance=0.7))
             continue
-        tool = _tool_before(before, version)
+        named_after = _VERSION_OF.match(sentence[m.end():]) if before.rstrip().lower().endswith("version") else None
+        tool = named_after.group("tool") if named_after else _tool_before(before, version)
         if tool is None:
             continue
-        lead = clause[:clause.rfind(tool.split()[0])]
-        if _HEDGE.search(clause) or not _FIRST_PERSON.search(clause) or not _USE_CUE.search(lead):
+        lead = clause[:clause.rfind(tool.split()[0])] if not named_after else clause
+        if not _USE_CUE.search(lead):
             continue
         moved = _CHANGE.search(lead)
         if moved:
@@ -190,7 +206,7 @@ def _deadlines(sentence: str, who: str) -> list[Candidate]:
 _SERVICE = (r"(?P<svc>(?:[\w.-]+\s+){0,3}?(?:app|application|server|backend|frontend|api|service|database|db|"
             r"container|instance|cluster|site|proxy|worker|gateway|broker|ui|client))")
 _RX_PORT = re.compile(
-    rf"\b(?:my|our|the|a|an)\s+{_SERVICE}(?:\s+with\s+[A-Z][\w.-]*(?:\s+v?\d[\d.]*)?)?,?(?:\s+(?:which|is|was|are|"
+    rf"\b(?:my|our|the|a|an)\s+{_SERVICE}(?:\s+with\s+(?-i:[A-Z])[\w.-]*(?:\s+v?\d[\d.]*)?)?,?(?:\s+(?:which|is|was|are|"
     rf"currently|now|still|also|running|runs|run|listening|listens|served|serving|hosted|set\s+up|configured|"
     rf"to))*\s+(?:on|at)\s+(?:the\s+)?(?:default\s+)?port\s+(?P<port>\d{{2,5}})\b", re.I)
 
@@ -230,7 +246,8 @@ def _choices(sentence: str, who: str) -> list[Candidate]:
         if _HEDGE.search(clause):
             continue
         rest = sentence[m.end():]
-        for part in re.split(r",\s*(?=(?:and\s+)?[A-Za-z])", rest):
+        # "X for the web framework, Y for parsing, and Z for search": one choice per item of the list.
+        for part in re.split(r",\s*(?=(?:and\s+)?[A-Za-z])|\s+and\s+(?=[A-Z]|[a-z]+[A-Z])", rest):
             item = _ITEM.match(part)
             if not item:
                 break
