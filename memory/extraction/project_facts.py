@@ -61,8 +61,8 @@ _USE_CUE = re.compile(r"\b(?:us(?:e|es|ed|ing)|with|on|running|runs|built|instal
 # A version the clause turns away from is not the one in use: "disabling TLS 1.0", "migrated from Flask 2.2".
 _AWAY = re.compile(r"\b(?:disabl\w*|remov\w*|dropp(?:ed|ing)|deprecat\w*|replac\w*|uninstall\w*|downgrad\w*|"
                    r"phas(?:e|ed|ing)\s+out)\b|"
-                   r"\b(?:old|older|previous|legacy|from)\s+(?:the\s+|my\s+|our\s+)?[\w.+#/-]+(?:\s+[\w.+#/-]+)?\s*$|"
-                   r"\bfrom\s+(?:the\s+|my\s+|our\s+)?[\w.+#/-]+(?:\s+[\w.+#/-]+)?\s*$", re.I)
+                   r"\b(?:old|older|previous|legacy|from)\s+(?:the\s+|my\s+|our\s+)?[\w.+#/-]+(?:\s+[\w.+#/-]+)?\s*$",
+                   re.I)
 _CHANGE = re.compile(r"\b(?P<verb>upgraded|updated|moved|migrated|switched|bumped)\b(?:\s+(?:my|our|the|it|everything|"
                      r"the\s+project|my\s+project|our\s+project|from\s+\S+(?:\s+v?\d[\d.]*)?))*\s+to\s*$", re.I)
 _CHANGE_TOOL = re.compile(r"\b(?P<verb>upgraded|updated|bumped|locked|pinned)\s+(?:my\s+|our\s+|the\s+)?"
