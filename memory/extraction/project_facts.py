@@ -19,6 +19,16 @@ def prose(text: str) -> str:
     return _FENCED.sub("\n", text)
 
 
+# "I've moved the launch to May 2, can you help me plan?": a statement, then a request in a question's form.
+_REQUEST = re.compile(r",\s*(?:so\s+|and\s+|but\s+)?(?:can|could|would|will)\s+you\b", re.I)
+
+
+def before_request(sentence: str) -> str:
+    """The sentence up to a request that follows its statement (the whole sentence when it makes none)."""
+    m = _REQUEST.search(sentence)
+    return sentence[:m.start()] + "." if m else sentence
+
+
 # A clause ends where another begins: a question to the assistant, a contrast, a relative or a condition. A fact is
 # read from the words of its own clause only.
 _CLAUSE = re.compile(r"[;:]|\s(?:but|however|which|that|if|whether|because|unless|although|though|so)\b|"
@@ -185,18 +195,17 @@ _NOT_THINGS = frozenset("current new old next this that it one same final real a
 
 def _deadlines(sentence: str, who: str) -> list[Candidate]:
     out = []
-    if _PAST_EVENT.search(sentence):
-        return out
     for rx in _DEADLINES:
         for m in rx.finditer(sentence):
             thing = re.sub(r"^(?:[\w-]+'s\s+)", "", m.group("thing").strip())  # "my project's v1.1 release"
             words = thing.lower().split()
             clause = _clause_before(sentence, m.start())
             if (not words or words[0] in _NOT_THINGS or any(w in ("it", "this", "that", "them") for w in words)
-                    or _HEDGE.search(clause) or _HEDGE.search(m.group(0))):
+                    or _HEDGE.search(clause) or _HEDGE.search(m.group(0)) or _PAST_EVENT.search(clause)):
                 continue
             date = m.group("date")
-            out.append(Candidate("fact", f"{possessive(who)} {thing} is due {date}.",
+            are = thing.endswith("s") and not thing.endswith("ss")  # "the integration tests are due"
+            out.append(Candidate("fact", f"{possessive(who)} {thing} {'are' if are else 'is'} due {date}.",
                                  subject=f"deadline: {subject_normalize(thing)}", value=date, confidence=0.85,
                                  importance=0.7))
     return out

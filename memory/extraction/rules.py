@@ -11,7 +11,7 @@ from infra.sentences import sentences
 from infra.support import content_words
 
 from .candidate import Candidate, subject_normalize
-from .project_facts import project_facts, prose
+from .project_facts import before_request, project_facts, prose
 from .statements import past_form
 
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
@@ -453,7 +453,7 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             verb = verb.replace("going to", "is going to").replace("trying to", "is trying to")
             verb = verb.replace("looking for", "is looking for").replace("planning to", "is planning to")
             add(Candidate("goal", f"{who} {verb} {_first_to_third(goal, who)}.", confidence=0.8, importance=0.6))
-    for sentence in sentences(prose(text)):
+    for sentence in map(before_request, sentences(prose(text))):
         if not _stated(sentence):
             continue
         for c in project_facts(sentence, who=who):
