@@ -237,7 +237,7 @@ def _ports(sentence: str, who: str) -> list[Candidate]:
 _DECIDED = re.compile(r"\b(?:I|we)(?:'ve|\s+have|'ll|\s+will)?\s+(?:also\s+|finally\s+)?"
                       r"(?:decided\s+(?:to\s+(?:use|go\s+with)|on)|"
                       r"chose(?:n)?(?:\s+to\s+use)?|picked|settled\s+on|opted\s+for|went\s+with|switched\s+to|"
-                      r"use|going\s+with)\s+", re.I)
+                      r"use|go\s+with|going\s+with)\s+", re.I)
 _DECIDED_ING = re.compile(r"\b(?:I'm|I\s+am|we're|we\s+are)\s+(?:going\s+with|going\s+to\s+use)\s+", re.I)
 _TOOL = r"(?P<tool>(?:[A-Z]|[a-z]+[A-Z])[\w.+#/-]*(?:\s+[A-Z][\w.+#/-]*){0,2}|[a-z][\w]*[._+#/-][\w.+#/-]*)"
 _ITEM = re.compile(rf"^\s*(?:and\s+)?{_TOOL}(?:\s+(?:v|version\s+)?\d[\d.]*)?(?:\s+(?:with|and)\s+[A-Z][\w.+#/-]*"
