@@ -46,7 +46,7 @@ def count(samples: list[dict], *, both_speakers: bool) -> dict:
     facts, distinct, turns = [], {}, 0
     for conv, dia, who, text in user_turns(samples, both_speakers=both_speakers):
         turns += 1
-        for c in rules_extract(text, who=who):
+        for c in rules_extract(text, who=who, with_project_facts=True):
             kind = c.subject.partition(":")[0]
             if c.kind == "fact" and kind in SLOT_KINDS and c.subject.startswith(f"{kind}: "):
                 row = {"conversation": conv, "dia_id": dia, "subject": c.subject, "value": c.value, "text": c.text}

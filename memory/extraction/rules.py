@@ -346,7 +346,8 @@ def slot_values(text: str) -> dict[str, list[str]]:
     return out
 
 
-def rules_extract(text: str, *, who: str = "The user", reference: datetime | date | None = None) -> list[Candidate]:
+def rules_extract(text: str, *, who: str = "The user", reference: datetime | date | None = None,
+                  with_project_facts: bool = False) -> list[Candidate]:
     """Explicit statements in a user's message. `text` must already be free of secrets and filler."""
     out: list[Candidate] = []
     seen: set[tuple[str, str]] = set()
@@ -453,7 +454,7 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             verb = verb.replace("going to", "is going to").replace("trying to", "is trying to")
             verb = verb.replace("looking for", "is looking for").replace("planning to", "is planning to")
             add(Candidate("goal", f"{who} {verb} {_first_to_third(goal, who)}.", confidence=0.8, importance=0.6))
-    for sentence in map(before_request, sentences(prose(text))):
+    for sentence in map(before_request, sentences(prose(text))) if with_project_facts else ():
         if not _stated(sentence):
             continue
         for c in project_facts(sentence, who=who):

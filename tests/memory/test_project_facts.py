@@ -15,11 +15,13 @@ from .memory_support import MAY_8, record_turns
 def slots(text: str, who: str = "Nadia") -> dict[str, str]:
     """The project slots the rules fill from a user's message: subject -> value."""
     kinds = ("version:", "deadline:", "port:", "uses:")
-    return {c.subject: c.value for c in rules_extract(text, who=who) if c.subject.startswith(kinds)}
+    found = rules_extract(text, who=who, with_project_facts=True)
+    return {c.subject: c.value for c in found if c.subject.startswith(kinds)}
 
 
 def test_a_stated_version_of_a_named_tool_is_a_fact_in_its_own_slot():
-    found = [c for c in rules_extract("Our billing service runs on Django 4.2.7 and Celery v5.3.", who="Nadia")
+    found = [c for c in rules_extract("Our billing service runs on Django 4.2.7 and Celery v5.3.", who="Nadia",
+                                  with_project_facts=True)
              if c.subject.startswith("version:")]
     assert {c.subject: c.value for c in found} == {"version: django": "4.2.7", "version: celery": "5.3"}
     assert "Nadia's project uses Django 4.2.7." in [c.text for c in found]
@@ -39,7 +41,8 @@ def test_a_version_turned_away_from_or_only_considered_is_not_written():
 
 def test_a_deadline_of_a_named_piece_of_work_is_a_fact_dated_by_its_own_date():
     found = [c for c in rules_extract("Our beta release is scheduled for October 3, and the office moves next week.",
-                                      who="Nadia", reference=date(2024, 9, 2)) if c.subject.startswith("deadline:")]
+                                      who="Nadia", reference=date(2024, 9, 2), with_project_facts=True)
+             if c.subject.startswith("deadline:")]
     assert [(c.subject, c.value) for c in found] == [("deadline: beta release", "October 3")]
     assert [d["date"] for d in found[0].metadata["dates"]] == ["2024-10-03"]
 
@@ -95,7 +98,8 @@ def test_code_pasted_in_a_message_states_nothing():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_assistants_message_writes_no_project_fact(alice, alice_user):
+def test_the_assistants_message_writes_no_project_fact(alice, alice_user, settings):
+    settings.MEMORY_PROJECT_FACTS = True
     record_turns(alice, alice_user, [("assistant", "I'm using Django 4.2.7 and my api is running on port 4100."),
                                      ("user", "We'll go with Meilisearch for the product search.")])
     facts = MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, kind="fact")
@@ -103,7 +107,8 @@ def test_the_assistants_message_writes_no_project_fact(alice, alice_user):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_later_version_of_the_same_tool_supersedes_the_earlier_one(alice, alice_user):
+def test_a_later_version_of_the_same_tool_supersedes_the_earlier_one(alice, alice_user, settings):
+    settings.MEMORY_PROJECT_FACTS = True
     record_turns(alice, alice_user, [("user", "I'm building the inventory tool with FastAPI 0.95.2.")])
     old = MemoryRecord.objects.unscoped().get(tenant=alice, user=alice_user, subject="version: fastapi")
     record_turns(alice, alice_user, [("user", "Last night I upgraded FastAPI to 0.110.0 for the lifespan events.")],
@@ -113,3 +118,10 @@ def test_a_later_version_of_the_same_tool_supersedes_the_earlier_one(alice, alic
     old.refresh_from_db()
     assert (old.value, new.value) == ("0.95.2", "0.110.0")
     assert old.status == "superseded" and old.superseded_by_id == new.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_switched_off_the_rules_write_no_project_fact(alice, alice_user, settings):
+    settings.MEMORY_PROJECT_FACTS = False
+    record_turns(alice, alice_user, [("user", "I'm building the inventory tool with FastAPI 0.95.2.")])
+    assert not MemoryRecord.objects.unscoped().filter(tenant=alice, user=alice_user, subject__startswith="version:")
