@@ -324,6 +324,10 @@ MEMORY_LINES_AS_TURNS = env.bool("MEMORY_LINES_AS_TURNS", default=True)
 # The memory block's groups (a session on a day) oldest first ("time"), or the group of the best match first
 # ("relevance"); within a group, always in the order said (memory/rendering.py).
 MEMORY_BLOCK_ORDER = env.str("MEMORY_BLOCK_ORDER", default="time")
+# The rules also read project facts a user states (memory/extraction/project_facts.py: a tool's version, a named
+# piece of work's deadline, a named service's port, the tool chosen for a named role), each in a slot a later value
+# supersedes. Off until its effect on retrieval and answers over project chats is measured (docs/benchmarks.md).
+MEMORY_PROJECT_FACTS = env.bool("MEMORY_PROJECT_FACTS", default=False)
 # A question naming people in scope is also searched without their names (memory/retrieval/query.py without_names).
 MEMORY_SEARCH_WITHOUT_NAMES = env.bool("MEMORY_SEARCH_WITHOUT_NAMES", default=True)
 # A question that names a day, week or month ("on 7 July 2023", "yesterday") also searches what was said then

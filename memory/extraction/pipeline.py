@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from django.conf import settings
+
 from infra.errors import AppError
 from infra.llm import llm_configured
 from infra.secrets import REDACTED, secrets_redact
@@ -73,7 +75,8 @@ def candidates_for_message(message: SourceMessage, *, use_llm: bool) -> list[Can
         # What the assistant said is episodic context the user may ask about, never a fact about the user.
         return _prioritize(candidates)
     # The rules only ever see screened sentences; their rewrites are checked as well, as the LLM's are.
-    candidates += candidates_screen(rules_extract(clean, who=who, reference=message.created_at), who=who)
+    candidates += candidates_screen(rules_extract(clean, who=who, reference=message.created_at,
+                                                  with_project_facts=settings.MEMORY_PROJECT_FACTS), who=who)
     if use_llm:
         from .llm_extract import EXTRACTOR_VERSION, llm_extract
 

@@ -11,6 +11,7 @@ from infra.sentences import sentences
 from infra.support import content_words
 
 from .candidate import Candidate, subject_normalize
+from .project_facts import before_request, project_facts, prose
 from .statements import past_form
 
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
@@ -358,7 +359,8 @@ def slot_values(text: str) -> dict[str, list[str]]:
     return out
 
 
-def rules_extract(text: str, *, who: str = "The user", reference: datetime | date | None = None) -> list[Candidate]:
+def rules_extract(text: str, *, who: str = "The user", reference: datetime | date | None = None,
+                  with_project_facts: bool = False) -> list[Candidate]:
     """Explicit statements in a user's message. `text` must already be free of secrets and filler."""
     out: list[Candidate] = []
     seen: set[tuple[str, str]] = set()
@@ -465,6 +467,16 @@ def rules_extract(text: str, *, who: str = "The user", reference: datetime | dat
             verb = verb.replace("going to", "is going to").replace("trying to", "is trying to")
             verb = verb.replace("looking for", "is looking for").replace("planning to", "is planning to")
             add(Candidate("goal", f"{who} {verb} {_first_to_third(goal, who)}.", confidence=0.8, importance=0.6))
+    for sentence in map(before_request, sentences(prose(text))) if with_project_facts else ():
+        if not _stated(sentence):
+            continue
+        for c in project_facts(sentence, who=who):
+            if reference is not None:
+                # A project fact is dated by its own words: a deadline by its date, anything else by what its
+                # sentence names, never by the other dates of a long message.
+                said = c.value if c.subject.startswith("deadline:") else sentence
+                c.metadata["dates"] = resolve_dates(said, reference)
+            add(c)
     if reference is not None:
         dates = resolve_dates(text, reference)
         if dates:

@@ -52,7 +52,7 @@ def _conjugated(verb: str) -> str:
     return verb + "s"
 
 
-def _possessive(who: str) -> str:
+def possessive(who: str) -> str:
     return f"{who}'" if who.endswith("s") else f"{who}'s"
 
 
@@ -77,7 +77,7 @@ def third_person(text: str, *, who: str) -> str:
     adverbs = "|".join(sorted(_ADVERBS))
     out = re.sub(rf"\bI\s+(?P<adverb>(?:(?:{adverbs})\s+)*)(?P<verb>[a-z][a-z'’]*)", verb_after_i, out)
     out = re.sub(r"\bI\b", who, out)
-    out = re.sub(r"\b[Mm]y\b|\b[Mm]ine\b", _possessive(who), out)
+    out = re.sub(r"\b[Mm]y\b|\b[Mm]ine\b", possessive(who), out)
     # "myself" points back at the sentence's subject, already named: "themselves" (the user's gender is unknown), so
     # "if I repeat myself" reads "if Dana repeats themselves", not "if Dana repeats Dana". "me" in a compound
     # ("me-time") is a word of its own.
