@@ -54,6 +54,8 @@ def _on_weekday_dates(text: str, ref: date) -> list[tuple[int, dict]]:
     its own), positions in the whole text's lower case."""
     found, at = [], 0
     lower = text.lower()
+    if not _RX_ON_WEEKDAY.search(lower):
+        return found  # most texts name no weekday: they are not cut into sentences (retrieval renders turns with this)
     for sentence in (s.lower() for s in sentences(text)):
         offset = lower.find(sentence, at)
         offset = at if offset < 0 else offset  # a letter whose lower case is longer moved it: near enough to order
