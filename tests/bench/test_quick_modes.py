@@ -46,6 +46,7 @@ FIGURES = {
     "scale.py": [r"big user\n\s+hybrid \(the store's own fusion, k 10\)\s+p50/p95\s+[\d.]+ /\s+[\d.]+ ms",
                  r"with the query's embedding, as retrieval runs them\s+p50/p95\s+[\d.]+ /\s+[\d.]+ ms.*"
                  r"p95 ratio [\d.]+x"],
+    "project_facts_count.py": [r"product\s+1 conversations, \d+ user turns: \d+ facts, \d+ distinct"],
     "turn_profile.py": [r"SQL statements per turn [\d.]+", r"LLM calls per turn [\d.]+"],
     "product_set.py": [r'"conversations": \d+, "sessions_min": \d+, "messages": \d+', r'"questions": \d+'],
     "vector_store.py": [r"qdrant-edge\s+dense\s+20\s+[\d.]+", r"p50 ratio local/edge: dense [\d.]+x"],
